@@ -1,0 +1,71 @@
+// The database: PostgreSQL through postgres.js when DATABASE_URL is set, otherwise PGlite
+// (real Postgres compiled to WASM) under DATA_DIR, so a bare `npm start` needs nothing else.
+import { mkdirSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { sql } from "drizzle-orm";
+import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
+import * as schema from "./schema/index.ts";
+
+export type Schema = typeof schema;
+export type Database = PgDatabase<PgQueryResultHKT, Schema>;
+/** A transaction handle; services accept `Database | Transaction` where they may run inside one. */
+export type Transaction = Parameters<Parameters<Database["transaction"]>[0]>[0];
+export type Executor = Database | Transaction;
+
+export type DatabaseHandle = {
+  db: Database;
+  driver: "postgres" | "pglite";
+  /** Resolves when the database answers a trivial query. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+};
+
+export const MIGRATIONS_FOLDER = path.join(path.dirname(fileURLToPath(import.meta.url)), "migrations");
+
+// Any fixed number: every server process takes the same lock so only one migrates at a time.
+const MIGRATION_LOCK_ID = 72_410_031;
+
+export async function openDatabase(options: { databaseUrl: string | undefined; dataDir: string }): Promise<DatabaseHandle> {
+  if (options.databaseUrl) {
+    const { default: postgres } = await import("postgres");
+    const { drizzle } = await import("drizzle-orm/postgres-js");
+    const { migrate } = await import("drizzle-orm/postgres-js/migrator");
+    const client = postgres(options.databaseUrl, { max: 10, onnotice: () => {} });
+    const db = drizzle(client, { schema, casing: "snake_case" });
+    // Several processes may start together against one database: serialize migrations.
+    const lockConnection = await client.reserve();
+    try {
+      await lockConnection`select pg_advisory_lock(${MIGRATION_LOCK_ID})`;
+      await migrate(db, { migrationsFolder: MIGRATIONS_FOLDER });
+    } finally {
+      await lockConnection`select pg_advisory_unlock(${MIGRATION_LOCK_ID})`;
+      lockConnection.release();
+    }
+    return {
+      db: db as unknown as Database,
+      driver: "postgres",
+      ping: async () => {
+        await client`select 1`;
+      },
+      close: () => client.end({ timeout: 5 }),
+    };
+  }
+
+  const { PGlite } = await import("@electric-sql/pglite");
+  const { drizzle } = await import("drizzle-orm/pglite");
+  const { migrate } = await import("drizzle-orm/pglite/migrator");
+  const directory = path.join(options.dataDir, "pglite");
+  mkdirSync(directory, { recursive: true });
+  const client = await PGlite.create(directory);
+  const db = drizzle(client, { schema, casing: "snake_case" });
+  await migrate(db, { migrationsFolder: MIGRATIONS_FOLDER });
+  return {
+    db: db as unknown as Database,
+    driver: "pglite",
+    ping: async () => {
+      await db.execute(sql`select 1`);
+    },
+    close: () => client.close(),
+  };
+}

@@ -1,0 +1,50 @@
+import { z } from "zod";
+import { messageResponse } from "../server/records/common.ts";
+import { sendVerificationEmail, verifyEmail } from "../server/services/accounts/email-verification.ts";
+import { authedProcedure, publicProcedure, router } from "../server/trpc.ts";
+
+const tags = ["E-mail verification"];
+
+export const emailVerificationRouter = router({
+  verify: publicProcedure
+    .meta({
+      openapi: {
+        method: "GET",
+        path: "/api/v1/auth/email/verify/{id}/{hash}",
+        tags,
+        protect: false,
+        description: "The signed link from the verification mail. Redirects to FRONTEND_URL when it is set.",
+      },
+    })
+    .input(
+      z.object({
+        id: z.coerce.number().int(),
+        hash: z.string(),
+        // Missing signature parts make the link invalid (404), not the request (422).
+        expires: z.string().default(""),
+        signature: z.string().default(""),
+      }),
+    )
+    .output(messageResponse)
+    .query(async ({ ctx, input }) => {
+      await verifyEmail(ctx.deps, input);
+      const frontendUrl = ctx.deps.config.frontendUrl;
+      if (frontendUrl) {
+        const target = new URL(frontendUrl);
+        target.searchParams.set("verified", "1");
+        ctx.response.status = 302;
+        ctx.response.headers.Location = target.toString();
+      }
+      return { message: "Your e-mail address is verified." };
+    }),
+
+  resend: authedProcedure
+    .meta({ openapi: { method: "POST", path: "/api/v1/auth/email/verification-notification", tags } })
+    .input(z.void())
+    .output(messageResponse)
+    .mutation(async ({ ctx }) => {
+      if (ctx.auth.user.emailVerifiedAt) return { message: "Your e-mail address is already verified." };
+      await sendVerificationEmail(ctx.deps, ctx.auth.user);
+      return { message: "A new verification link has been sent to your e-mail address." };
+    }),
+});

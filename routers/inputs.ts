@@ -1,0 +1,16 @@
+// Input rules shared by several procedures (limits from the API document's Limits table).
+import { z } from "zod";
+import { LANGUAGES } from "../db/schema/index.ts";
+
+export const emailInput = z.email().max(255);
+export const passwordInput = z.string().min(8).max(255);
+export const languageInput = z.enum(LANGUAGES);
+export const deviceNameInput = z.string().max(255);
+export const httpUrlInput = z.url({ protocol: /^https?$/ }).max(2048);
+
+/** Laravel's `confirmed` rule: a differing confirmation is an error on the password field. */
+export function passwordConfirmed(value: { password: string; password_confirmation: string }, ctx: z.RefinementCtx) {
+  if (value.password !== value.password_confirmation) {
+    ctx.addIssue({ code: "custom", path: ["password"], message: "The password field confirmation does not match." });
+  }
+}

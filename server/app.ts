@@ -1,0 +1,137 @@
+// Builds the service from a Config: database, Redis, queues, event bus, the HTTP host and the
+// WebSocket server. Used by `npm start`, by `npm run worker` (workers only) and by the tests.
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { applyWSSHandler } from "@trpc/server/adapters/ws";
+import { Redis } from "ioredis";
+import { WebSocketServer } from "ws";
+import { openDatabase, type DatabaseHandle } from "../db/client.ts";
+import { appRouter } from "../routers/index.ts";
+import { buildJobHandlers } from "../workers/index.ts";
+import { systemClock, type Clock } from "./clock.ts";
+import type { Config } from "./config.ts";
+import { createWsContext } from "./context.ts";
+import type { Deps } from "./deps.ts";
+import { InProcessEventBus, RedisEventBus } from "./events/bus.ts";
+import { createRequestListener } from "./http/host.ts";
+import { startBullMqWorkers, BullMqJobQueue } from "./jobs/bullmq.ts";
+import type { JobHandlers, JobQueue } from "./jobs/definition.ts";
+import { InProcessJobQueue } from "./jobs/in-process.ts";
+import { createLogger, type Logger } from "./logger.ts";
+import { createMailTransport } from "./mail/transport.ts";
+import { createThrottle } from "./services/throttle.ts";
+
+export type AppOptions = { clock?: Clock; logger?: Logger };
+
+type Core = { deps: Deps; database: DatabaseHandle; handlers: JobHandlers; close(): Promise<void> };
+
+/** Everything but the HTTP host: what a worker process needs too. */
+async function buildCore(config: Config, options: AppOptions): Promise<Core> {
+  const logger = options.logger ?? createLogger(config.logLevel);
+  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  const redis = config.redisUrl ? new Redis(config.redisUrl, { maxRetriesPerRequest: 3 }) : undefined;
+  let handlers: JobHandlers = new Map();
+  const jobs: JobQueue = config.redisUrl
+    ? new BullMqJobQueue(config.redisUrl, config.redisPrefix)
+    : new InProcessJobQueue(() => handlers, logger);
+  const events = config.redisUrl ? new RedisEventBus(config.redisUrl, config.redisPrefix) : new InProcessEventBus();
+  const deps: Deps = {
+    config,
+    db: database.db,
+    clock: options.clock ?? systemClock,
+    logger,
+    jobs,
+    events,
+    throttle: createThrottle({ redis, prefix: config.redisPrefix }),
+    redis,
+  };
+  const mail = createMailTransport(config, logger);
+  handlers = buildJobHandlers(deps, { mail });
+  return {
+    deps,
+    database,
+    handlers,
+    async close() {
+      await jobs.close();
+      mail.close();
+      await events.close();
+      await redis?.quit().catch(() => {});
+      await database.close();
+    },
+  };
+}
+
+export type App = { deps: Deps; server: Server; url: string; close(): Promise<void> };
+
+export async function startApp(config: Config, options: AppOptions = {}): Promise<App> {
+  const core = await buildCore(config, options);
+  const { deps } = core;
+  const stopWorkers =
+    config.redisUrl && config.runWorkers
+      ? startBullMqWorkers({ redisUrl: config.redisUrl, prefix: config.redisPrefix, handlers: core.handlers, logger: deps.logger })
+      : undefined;
+
+  const readiness = async () => {
+    const checks: Record<string, "ok" | "failing"> = {};
+    checks.database = await core.database.ping().then(() => "ok" as const, () => "failing" as const);
+    if (deps.redis) checks.redis = await deps.redis.ping().then(() => "ok" as const, () => "failing" as const);
+    return { ok: Object.values(checks).every((check) => check === "ok"), checks };
+  };
+
+  const server = createServer(createRequestListener(deps, appRouter, readiness));
+  const wss = new WebSocketServer({ noServer: true });
+  const wsHandler = applyWSSHandler({
+    wss,
+    router: appRouter,
+    createContext: ({ req, info }) => createWsContext(deps, req, info.connectionParams ?? null),
+    keepAlive: { enabled: true, pingMs: 30_000, pongWaitMs: 5_000 },
+  });
+  server.on("upgrade", (req, socket, head) => {
+    const pathname = new URL(req.url ?? "/", "http://localhost").pathname;
+    if (pathname !== "/trpc") {
+      socket.destroy();
+      return;
+    }
+    wss.handleUpgrade(req, socket, head, (ws) => wss.emit("connection", ws, req));
+  });
+
+  await new Promise<void>((resolve) => server.listen(config.port, config.host, resolve));
+  const address = server.address() as AddressInfo;
+  const url = `http://${config.host === "0.0.0.0" || config.host === "::" ? "127.0.0.1" : config.host}:${address.port}`;
+  deps.logger.info({ url, database: core.database.driver, redis: Boolean(config.redisUrl) }, "chat service listening");
+
+  let closing: Promise<void> | undefined;
+  return {
+    deps,
+    server,
+    url,
+    close: () =>
+      (closing ??= (async () => {
+        // Stop accepting, let in-flight requests finish, then close live connections.
+        const httpClosed = new Promise<void>((resolve) => server.close(() => resolve()));
+        server.closeIdleConnections();
+        wsHandler.broadcastReconnectNotification();
+        for (const client of wss.clients) client.close(1001, "server shutting down");
+        const forceAfter = setTimeout(() => server.closeAllConnections(), 10_000);
+        await httpClosed;
+        clearTimeout(forceAfter);
+        await new Promise<void>((resolve) => wss.close(() => resolve()));
+        await stopWorkers?.();
+        await core.close();
+      })()),
+  };
+}
+
+/** `npm run worker`: BullMQ workers only, no HTTP. Needs REDIS_URL. */
+export async function startWorkers(config: Config, options: AppOptions = {}): Promise<{ close(): Promise<void> }> {
+  if (!config.redisUrl) throw new Error("REDIS_URL is not set: without Redis, jobs run inside `npm start`.");
+  const core = await buildCore(config, options);
+  const stop = startBullMqWorkers({ redisUrl: config.redisUrl, prefix: config.redisPrefix, handlers: core.handlers, logger: core.deps.logger });
+  core.deps.logger.info("workers started");
+  return {
+    async close() {
+      await stop();
+      await core.close();
+    },
+  };
+}

@@ -1,0 +1,64 @@
+// The request context every procedure receives: dependencies, the caller (if any) and a place
+// for response status and headers (cookies, redirects) that both HTTP doors apply.
+import type { IncomingMessage } from "node:http";
+import type { AccessToken, User } from "../db/schema/index.ts";
+import type { Deps } from "./deps.ts";
+import { readCookie, SESSION_COOKIE } from "./http/cookies.ts";
+import { resolveToken } from "./services/accounts/tokens.ts";
+
+export type Auth = {
+  user: User;
+  token: AccessToken;
+  /** How the credential arrived: cookie-authenticated writes must pass the Origin check. */
+  via: "bearer" | "cookie" | "connection";
+};
+
+export type ResponseOverrides = { status?: number; headers: Record<string, string | string[]> };
+
+export type RequestContext = {
+  deps: Deps;
+  ip: string;
+  origin: string | undefined;
+  auth: Auth | null;
+  response: ResponseOverrides;
+};
+
+function bearerToken(req: IncomingMessage): string | undefined {
+  const header = req.headers.authorization;
+  if (!header) return undefined;
+  const match = /^Bearer\s+(.+)$/i.exec(header.trim());
+  return match?.[1]?.trim();
+}
+
+export function clientIp(req: IncomingMessage): string {
+  return req.socket.remoteAddress ?? "unknown";
+}
+
+async function authenticate(deps: Deps, plaintext: string | undefined, via: Auth["via"]): Promise<Auth | null> {
+  if (!plaintext) return null;
+  const resolved = await resolveToken(deps.db, plaintext, deps.clock.now());
+  return resolved ? { ...resolved, via } : null;
+}
+
+export async function createHttpContext(deps: Deps, req: IncomingMessage): Promise<RequestContext> {
+  const bearer = bearerToken(req);
+  const auth = bearer
+    ? await authenticate(deps, bearer, "bearer")
+    : await authenticate(deps, readCookie(req.headers.cookie, SESSION_COOKIE), "cookie");
+  return { deps, ip: clientIp(req), origin: req.headers.origin, auth, response: { headers: {} } };
+}
+
+/** WebSocket connections authenticate once, with connection params `{ token }`. */
+export async function createWsContext(
+  deps: Deps,
+  req: IncomingMessage,
+  connectionParams: Record<string, string | undefined> | null,
+): Promise<RequestContext> {
+  const auth = await authenticate(deps, connectionParams?.token, "connection");
+  return { deps, ip: clientIp(req), origin: req.headers.origin, auth, response: { headers: {} } };
+}
+
+export function appendResponseHeader(ctx: RequestContext, name: string, value: string): void {
+  const existing = ctx.response.headers[name];
+  ctx.response.headers[name] = existing === undefined ? value : [...[existing].flat(), value];
+}

@@ -1,0 +1,21 @@
+// What services, routes and workers are handed: built once in server/app.ts.
+import type { Redis } from "ioredis";
+import type { Database } from "../db/client.ts";
+import type { Clock } from "./clock.ts";
+import type { Config } from "./config.ts";
+import type { EventBus } from "./events/bus.ts";
+import type { JobQueue } from "./jobs/definition.ts";
+import type { Logger } from "./logger.ts";
+import type { Throttle } from "./services/throttle.ts";
+
+export type Deps = {
+  config: Config;
+  db: Database;
+  clock: Clock;
+  logger: Logger;
+  jobs: JobQueue;
+  events: EventBus;
+  throttle: Throttle;
+  /** Present when REDIS_URL is set. */
+  redis: Redis | undefined;
+};

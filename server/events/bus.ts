@@ -1,0 +1,81 @@
+// Live events between server processes: Redis pub/sub when REDIS_URL is set, an in-process
+// emitter otherwise (one process only). Topics are plain strings such as "user:42".
+import { EventEmitter } from "node:events";
+import { Redis } from "ioredis";
+
+export type Listener = (message: unknown) => void;
+
+export interface EventBus {
+  publish(topic: string, message: unknown): Promise<void>;
+  /** Returns a function that removes the listener. */
+  subscribe(topic: string, listener: Listener): Promise<() => void>;
+  close(): Promise<void>;
+}
+
+export class InProcessEventBus implements EventBus {
+  private readonly emitter = new EventEmitter().setMaxListeners(0);
+
+  async publish(topic: string, message: unknown): Promise<void> {
+    // Serialise like Redis does, so both buses hand listeners the same plain data.
+    this.emitter.emit(topic, JSON.parse(JSON.stringify(message)));
+  }
+
+  async subscribe(topic: string, listener: Listener): Promise<() => void> {
+    this.emitter.on(topic, listener);
+    return () => this.emitter.off(topic, listener);
+  }
+
+  async close(): Promise<void> {
+    this.emitter.removeAllListeners();
+  }
+}
+
+export class RedisEventBus implements EventBus {
+  private readonly publisher: Redis;
+  private readonly subscriber: Redis;
+  private readonly listeners = new Map<string, Set<Listener>>();
+
+  constructor(redisUrl: string, private readonly prefix: string) {
+    this.publisher = new Redis(redisUrl, { lazyConnect: false });
+    this.subscriber = new Redis(redisUrl, { lazyConnect: false });
+    this.subscriber.on("message", (channel: string, raw: string) => {
+      const topic = channel.slice(this.channelPrefix.length);
+      const listeners = this.listeners.get(topic);
+      if (!listeners) return;
+      const message: unknown = JSON.parse(raw);
+      for (const listener of listeners) listener(message);
+    });
+  }
+
+  private get channelPrefix() {
+    return `${this.prefix}:events:`;
+  }
+
+  async publish(topic: string, message: unknown): Promise<void> {
+    await this.publisher.publish(this.channelPrefix + topic, JSON.stringify(message));
+  }
+
+  async subscribe(topic: string, listener: Listener): Promise<() => void> {
+    let set = this.listeners.get(topic);
+    if (!set) {
+      set = new Set();
+      this.listeners.set(topic, set);
+      await this.subscriber.subscribe(this.channelPrefix + topic);
+    }
+    set.add(listener);
+    return () => {
+      const current = this.listeners.get(topic);
+      if (!current) return;
+      current.delete(listener);
+      if (current.size === 0) {
+        this.listeners.delete(topic);
+        void this.subscriber.unsubscribe(this.channelPrefix + topic).catch(() => {});
+      }
+    };
+  }
+
+  async close(): Promise<void> {
+    this.listeners.clear();
+    await Promise.allSettled([this.publisher.quit(), this.subscriber.quit()]);
+  }
+}

@@ -1,0 +1,51 @@
+// Request bodies are read here, once, for every door: the REST procedures get the parsed
+// object, plain routes (webhook posting) the raw bytes they sign.
+import type { IncomingMessage } from "node:http";
+import { AppError } from "../errors.ts";
+
+export const MAX_JSON_BODY_BYTES = 1024 * 1024;
+
+export type ParsedBody = { raw: Buffer; value: Record<string, unknown> | undefined };
+
+export async function readRawBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  const declared = Number(req.headers["content-length"] ?? 0);
+  if (declared > limit) throw new AppError("payload_too_large", "The request body is too large.");
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > limit) throw new AppError("payload_too_large", "The request body is too large.");
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks);
+}
+
+function mediaType(req: IncomingMessage): string | undefined {
+  return req.headers["content-type"]?.split(";")[0]?.trim().toLowerCase();
+}
+
+/**
+ * JSON (any charset parameter) or a URL-encoded form; an empty body is an empty object.
+ * Malformed JSON is a 400, a body of another type a 415.
+ */
+export async function readBody(req: IncomingMessage): Promise<ParsedBody> {
+  const raw = await readRawBody(req, MAX_JSON_BODY_BYTES);
+  if (raw.length === 0) return { raw, value: {} };
+  const type = mediaType(req);
+  if (type === "application/x-www-form-urlencoded") {
+    return { raw, value: Object.fromEntries(new URLSearchParams(raw.toString("utf8"))) };
+  }
+  if (type !== undefined && type !== "application/json" && !type.endsWith("+json")) {
+    throw new AppError("unsupported_media_type", "Unsupported Media Type: send application/json.");
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(raw.toString("utf8"));
+  } catch {
+    throw new AppError("bad_request", "Malformed JSON in the request body.");
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new AppError("bad_request", "The request body must be a JSON object.");
+  }
+  return { raw, value: value as Record<string, unknown> };
+}

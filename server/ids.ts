@@ -1,0 +1,52 @@
+// Prefixed, sortable, unguessable ids from one registry (house style, after unkey's newId).
+// Layout: <prefix>_<10 chars of millisecond time><16 chars of randomness>, Crockford base32.
+// The time part keeps ids roughly ordered (good B-tree locality); the 80 random bits keep
+// them unguessable, as the contract requires.
+import { randomBytes } from "node:crypto";
+
+const ID_PREFIXES = {
+  accessToken: "tok",
+  workspace: "ws",
+  channel: "ch",
+  member: "mem",
+  invite: "inv",
+  conversation: "dm",
+  message: "msg",
+  attachment: "att",
+  device: "dev",
+  room: "room",
+  webhook: "whk",
+  outboundWebhook: "owh",
+  delivery: "dlv",
+  event: "evt",
+} as const;
+
+export type IdKind = keyof typeof ID_PREFIXES;
+
+const ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+
+function encodeTime(milliseconds: number): string {
+  let value = milliseconds;
+  let out = "";
+  for (let i = 0; i < 10; i++) {
+    out = ALPHABET[value % 32] + out;
+    value = Math.floor(value / 32);
+  }
+  return out;
+}
+
+function encodeRandom(length: number): string {
+  const bytes = randomBytes(length);
+  let out = "";
+  for (const byte of bytes) out += ALPHABET[byte % 32];
+  return out;
+}
+
+export function newId(kind: IdKind, now: number = Date.now()): string {
+  return `${ID_PREFIXES[kind]}_${encodeTime(now)}${encodeRandom(16)}`;
+}
+
+/** A random secret string (tokens, codes' salts), base64url, `bytes` of entropy. */
+export function randomSecret(bytes = 32): string {
+  return randomBytes(bytes).toString("base64url");
+}

@@ -1,0 +1,89 @@
+// Jobs with Redis: one BullMQ queue per QueueName. Workers (this process unless WORKERS=off,
+// or `npm run worker`) validate the payload before handling it: a bad payload is not retried.
+import { Queue, Worker, UnrecoverableError, type ConnectionOptions } from "bullmq";
+import type { Logger } from "../logger.ts";
+import {
+  PermanentJobError,
+  QUEUE_NAMES,
+  type EnqueueOptions,
+  type JobDefinition,
+  type JobHandlers,
+  type JobQueue,
+  type QueueName,
+} from "./definition.ts";
+
+function connectionFrom(redisUrl: string): ConnectionOptions {
+  // BullMQ workers need blocking commands without a retry limit.
+  return { url: redisUrl, maxRetriesPerRequest: null } as ConnectionOptions;
+}
+
+export class BullMqJobQueue implements JobQueue {
+  private readonly queues = new Map<QueueName, Queue>();
+
+  constructor(
+    private readonly redisUrl: string,
+    private readonly prefix: string,
+  ) {}
+
+  private queue(name: QueueName): Queue {
+    let queue = this.queues.get(name);
+    if (!queue) {
+      queue = new Queue(name, { connection: connectionFrom(this.redisUrl), prefix: `${this.prefix}:bull` });
+      this.queues.set(name, queue);
+    }
+    return queue;
+  }
+
+  async enqueue<Payload>(definition: JobDefinition<Payload>, payload: Payload, options: EnqueueOptions = {}): Promise<void> {
+    const parsed = definition.payload.parse(payload);
+    await this.queue(definition.queue).add(definition.name, parsed, {
+      jobId: options.jobId,
+      delay: options.delayMs,
+      attempts: definition.attempts,
+      backoff: { type: "exponential", delay: definition.backoffMs },
+      removeOnComplete: { age: 3600, count: 1000 },
+      removeOnFail: { age: 7 * 24 * 3600 },
+    });
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.queues.values()].map((queue) => queue.close()));
+  }
+}
+
+/** Starts one BullMQ worker per queue; returns a function that closes them in order. */
+export function startBullMqWorkers(options: {
+  redisUrl: string;
+  prefix: string;
+  handlers: JobHandlers;
+  logger: Logger;
+}): () => Promise<void> {
+  const workers = QUEUE_NAMES.map(
+    (queueName) =>
+      new Worker(
+        queueName,
+        async (job) => {
+          const handler = options.handlers.get(job.name);
+          if (!handler) throw new UnrecoverableError(`no handler for job ${job.name}`);
+          const parsed = handler.definition.payload.safeParse(job.data);
+          if (!parsed.success) throw new UnrecoverableError(`bad payload for job ${job.name}`);
+          try {
+            await handler.handle(parsed.data, { attempt: job.attemptsMade + 1, jobId: job.id ?? "" });
+          } catch (error) {
+            if (error instanceof PermanentJobError) throw new UnrecoverableError(error.message);
+            throw error;
+          }
+        },
+        { connection: connectionFrom(options.redisUrl), prefix: `${options.prefix}:bull`, concurrency: 10 },
+      ),
+  );
+  for (const worker of workers) {
+    worker.on("failed", (job, error) =>
+      options.logger.warn({ queue: worker.name, job: job?.name, jobId: job?.id, attempt: job?.attemptsMade, err: error }, "job failed"),
+    );
+    worker.on("error", (error) => options.logger.error({ queue: worker.name, err: error }, "worker error"));
+  }
+  return async () => {
+    await Promise.all(workers.map((worker) => worker.close()));
+  };
+}

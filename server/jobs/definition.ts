@@ -1,0 +1,40 @@
+// A job is a name, a queue, a zod payload of ids (not snapshots) and retry options
+// (house style 9). The handler lives in workers/ and is looked up by name.
+import type { z } from "zod";
+
+export const QUEUE_NAMES = ["mail", "translation", "push", "room-expiry", "outbound-webhooks", "maintenance"] as const;
+export type QueueName = (typeof QUEUE_NAMES)[number];
+
+export type JobDefinition<Payload> = {
+  queue: QueueName;
+  name: string;
+  payload: z.ZodType<Payload>;
+  /** Total tries, the first included. */
+  attempts: number;
+  /** Delay before the second try; each later try waits twice as long as the one before. */
+  backoffMs: number;
+};
+
+export function defineJob<Payload>(definition: JobDefinition<Payload>): JobDefinition<Payload> {
+  return definition;
+}
+
+export type EnqueueOptions = {
+  /** A stable id: a job with the same id is not added twice while it is known to the queue. */
+  jobId?: string;
+  delayMs?: number;
+};
+
+export interface JobQueue {
+  enqueue<Payload>(definition: JobDefinition<Payload>, payload: Payload, options?: EnqueueOptions): Promise<void>;
+  close(): Promise<void>;
+}
+
+export type JobHandler = (payload: unknown, info: { attempt: number; jobId: string }) => Promise<void>;
+/** Handlers by job name; built by workers/index.ts. */
+export type JobHandlers = Map<string, { definition: JobDefinition<unknown>; handle: JobHandler }>;
+
+/** Thrown by a handler when trying again cannot help (bad payload, record gone). */
+export class PermanentJobError extends Error {
+  override name = "PermanentJobError";
+}

@@ -1,0 +1,67 @@
+// Jobs without Redis: run in this process on timers, with the same attempts and exponential
+// backoff as the BullMQ queues, so a failed send is retried rather than lost while the
+// process lives. (Durability across restarts needs Redis; docs/operations.md says so.)
+import type { Logger } from "../logger.ts";
+import { randomUUID } from "node:crypto";
+import { PermanentJobError, type EnqueueOptions, type JobDefinition, type JobHandlers, type JobQueue } from "./definition.ts";
+
+export class InProcessJobQueue implements JobQueue {
+  private readonly timers = new Set<NodeJS.Timeout>();
+  private readonly running = new Set<Promise<void>>();
+  private readonly knownIds = new Set<string>();
+  private closed = false;
+
+  constructor(
+    private readonly handlers: () => JobHandlers,
+    private readonly logger: Logger,
+  ) {}
+
+  async enqueue<Payload>(definition: JobDefinition<Payload>, payload: Payload, options: EnqueueOptions = {}): Promise<void> {
+    const parsed = definition.payload.parse(payload);
+    const jobId = options.jobId ?? randomUUID();
+    if (this.knownIds.has(jobId)) return;
+    this.knownIds.add(jobId);
+    this.schedule(definition as JobDefinition<unknown>, parsed, jobId, 1, options.delayMs ?? 0);
+  }
+
+  private schedule(definition: JobDefinition<unknown>, payload: unknown, jobId: string, attempt: number, delayMs: number) {
+    if (this.closed) return;
+    const timer = setTimeout(() => {
+      this.timers.delete(timer);
+      const run = this.run(definition, payload, jobId, attempt).finally(() => this.running.delete(run));
+      this.running.add(run);
+    }, delayMs);
+    this.timers.add(timer);
+  }
+
+  private async run(definition: JobDefinition<unknown>, payload: unknown, jobId: string, attempt: number) {
+    const handler = this.handlers().get(definition.name);
+    if (!handler) {
+      this.logger.error({ job: definition.name }, "no handler registered for job");
+      this.knownIds.delete(jobId);
+      return;
+    }
+    try {
+      await handler.handle(payload, { attempt, jobId });
+      this.knownIds.delete(jobId);
+    } catch (error) {
+      const permanent = error instanceof PermanentJobError;
+      if (!permanent && attempt < definition.attempts) {
+        const delay = definition.backoffMs * 2 ** (attempt - 1);
+        this.logger.warn({ job: definition.name, jobId, attempt, err: error }, `job failed, retrying in ${delay} ms`);
+        this.schedule(definition, payload, jobId, attempt + 1, delay);
+      } else {
+        this.knownIds.delete(jobId);
+        this.logger.error({ job: definition.name, jobId, attempt, err: error }, "job failed for good");
+      }
+    }
+  }
+
+  /** Stops scheduling, drops waiting retries and waits for the jobs that are running. */
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const timer of this.timers) clearTimeout(timer);
+    this.timers.clear();
+    await Promise.allSettled([...this.running]);
+  }
+}

@@ -1,0 +1,106 @@
+// Access tokens: random, shown once, stored as SHA-256. One table serves sign-in tokens,
+// personal access tokens and web sessions (the cookie holds a session token).
+import { createHash, randomBytes } from "node:crypto";
+import { and, desc, eq, gt, isNull, lt, ne, or } from "drizzle-orm";
+import type { Executor } from "../../../db/client.ts";
+import { accessTokens, users, type AccessToken, type TokenKind, type User } from "../../../db/schema/index.ts";
+import { newId } from "../../ids.ts";
+
+const TOKEN_PREFIX = "chat_";
+/** Writing last_used_at on every request would make each read a write; once a minute is enough. */
+const LAST_USED_RESOLUTION_MS = 60_000;
+
+export function hashToken(plaintext: string): string {
+  return createHash("sha256").update(plaintext).digest("hex");
+}
+
+export async function issueToken(
+  db: Executor,
+  input: { userId: number; kind: TokenKind; name: string; abilities: string[]; expiresAt?: Date | null; now: Date },
+): Promise<{ token: AccessToken; plaintext: string }> {
+  const plaintext = TOKEN_PREFIX + randomBytes(32).toString("base64url");
+  const [token] = await db
+    .insert(accessTokens)
+    .values({
+      id: newId("accessToken", input.now.getTime()),
+      userId: input.userId,
+      kind: input.kind,
+      name: input.name,
+      tokenHash: hashToken(plaintext),
+      abilities: input.abilities,
+      expiresAt: input.expiresAt ?? null,
+      createdAt: input.now,
+    })
+    .returning();
+  return { token: token!, plaintext };
+}
+
+/** The token and its active user, or null for an unknown, expired or inactive one. */
+export async function resolveToken(
+  db: Executor,
+  plaintext: string,
+  now: Date,
+): Promise<{ token: AccessToken; user: User } | null> {
+  if (!plaintext.startsWith(TOKEN_PREFIX)) return null;
+  const [row] = await db
+    .select({ token: accessTokens, user: users })
+    .from(accessTokens)
+    .innerJoin(users, eq(users.id, accessTokens.userId))
+    .where(
+      and(
+        eq(accessTokens.tokenHash, hashToken(plaintext)),
+        or(isNull(accessTokens.expiresAt), gt(accessTokens.expiresAt, now)),
+        eq(users.isActive, true),
+      ),
+    )
+    .limit(1);
+  if (!row) return null;
+  const { token } = row;
+  if (!token.lastUsedAt || now.getTime() - token.lastUsedAt.getTime() > LAST_USED_RESOLUTION_MS) {
+    await db.update(accessTokens).set({ lastUsedAt: now }).where(eq(accessTokens.id, token.id));
+    token.lastUsedAt = now;
+  }
+  return row;
+}
+
+export async function listTokens(db: Executor, userId: number, now: Date): Promise<AccessToken[]> {
+  return db
+    .select()
+    .from(accessTokens)
+    .where(and(eq(accessTokens.userId, userId), or(isNull(accessTokens.expiresAt), gt(accessTokens.expiresAt, now))))
+    .orderBy(desc(accessTokens.createdAt), desc(accessTokens.id));
+}
+
+/** Deletes one of the user's tokens; false when the user has no such token. */
+export async function revokeToken(db: Executor, userId: number, tokenId: string): Promise<boolean> {
+  const deleted = await db
+    .delete(accessTokens)
+    .where(and(eq(accessTokens.id, tokenId), eq(accessTokens.userId, userId)))
+    .returning({ id: accessTokens.id });
+  return deleted.length > 0;
+}
+
+/**
+ * Signs a user out everywhere: sign-in tokens and web sessions go, except `keepTokenId`.
+ * Personal access tokens stay unless `includePersonal` (they are credentials the user made
+ * on purpose, as with GitHub's tokens after a password change).
+ */
+export async function revokeUserTokens(
+  db: Executor,
+  userId: number,
+  options: { keepTokenId?: string; includePersonal?: boolean } = {},
+): Promise<void> {
+  const conditions = [eq(accessTokens.userId, userId)];
+  if (options.keepTokenId) conditions.push(ne(accessTokens.id, options.keepTokenId));
+  if (!options.includePersonal) conditions.push(ne(accessTokens.kind, "personal"));
+  await db.delete(accessTokens).where(and(...conditions));
+}
+
+export async function pruneExpiredTokens(db: Executor, now: Date): Promise<number> {
+  const deleted = await db
+    .delete(accessTokens)
+    .where(lt(accessTokens.expiresAt, now))
+    .returning({ id: accessTokens.id });
+  return deleted.length;
+}
+

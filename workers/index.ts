@@ -1,0 +1,10 @@
+// Every queue's handlers, by job name. The same handlers run inside BullMQ workers (with
+// Redis) and in the in-process queue (without).
+import type { Deps } from "../server/deps.ts";
+import type { JobHandlers } from "../server/jobs/definition.ts";
+import type { MailTransport } from "../server/mail/transport.ts";
+import { mailHandlers } from "./mail.ts";
+
+export function buildJobHandlers(deps: Deps, services: { mail: MailTransport }): JobHandlers {
+  return new Map([...mailHandlers(deps, services.mail)]);
+}
