@@ -1,0 +1,62 @@
+// The typed client for TypeScript apps: queries and mutations over HTTP batching at /trpc,
+// subscriptions over one WebSocket at /trpc (token sent as connection params).
+//
+//   const chat = createChatClient({ url: "https://chat.example.com", token });
+//   const me = await chat.me.get.query();
+//   chat.events.onUser.subscribe(undefined, { onData: ({ data }) => console.log(data.type) });
+import {
+  createTRPCClient,
+  createWSClient,
+  httpBatchLink,
+  splitLink,
+  wsLink,
+  type TRPCClient,
+  type TRPCWebSocketClient,
+} from "@trpc/client";
+import type { inferRouterInputs, inferRouterOutputs } from "@trpc/server";
+import type { AppRouter } from "../routers/index.ts";
+
+export type { AppRouter };
+export type { UserEvent } from "../server/events/user-events.ts";
+export type RouterInputs = inferRouterInputs<AppRouter>;
+export type RouterOutputs = inferRouterOutputs<AppRouter>;
+export { TRPCClientError } from "@trpc/client";
+
+export type ChatClientOptions = {
+  /** The service's base URL, e.g. http://localhost:3000 */
+  url: string;
+  /** A bearer token from sign-in or a personal access token. */
+  token?: string;
+  /** Overrides for the WebSocket client (e.g. a WebSocket implementation outside browsers and Node 22+). */
+  webSocket?: { WebSocket?: typeof globalThis.WebSocket; lazy?: boolean };
+};
+
+export type ChatClient = TRPCClient<AppRouter> & { close(): void };
+
+export function createChatClient(options: ChatClientOptions): ChatClient {
+  const base = options.url.replace(/\/+$/, "");
+  const authHeaders = (): Record<string, string> => (options.token ? { Authorization: `Bearer ${options.token}` } : {});
+  let wsClient: TRPCWebSocketClient | undefined;
+  const getWsClient = () =>
+    (wsClient ??= createWSClient({
+      url: `${base.replace(/^http/, "ws")}/trpc`,
+      connectionParams: () => (options.token ? { token: options.token } : {}),
+      WebSocket: options.webSocket?.WebSocket,
+      lazy: { enabled: options.webSocket?.lazy ?? true, closeMs: 5_000 },
+    }));
+
+  const client = createTRPCClient<AppRouter>({
+    links: [
+      splitLink({
+        condition: (operation) => operation.type === "subscription",
+        true: (runtime) => wsLink<AppRouter>({ client: getWsClient() })(runtime),
+        false: httpBatchLink({ url: `${base}/trpc`, headers: authHeaders }),
+      }),
+    ],
+  });
+  return Object.assign(client, {
+    close: () => {
+      wsClient?.close();
+    },
+  }) as ChatClient;
+}

@@ -1,0 +1,28 @@
+// Test data through the public API, with unique e-mails so files and tests never collide.
+import { randomBytes } from "node:crypto";
+import type { RestClient } from "./api.ts";
+
+export const uniqueEmail = (label = "user") => `${label}-${randomBytes(5).toString("hex")}@example.test`;
+
+export const DEFAULT_PASSWORD = "correct-horse-battery";
+
+export type RegisteredUser = { id: number; name: string; email: string; password: string; token: string };
+
+export async function registerUser(
+  api: RestClient,
+  overrides: Partial<{ name: string; email: string; password: string; preferred_language: string; device_name: string }> = {},
+): Promise<RegisteredUser> {
+  const email = overrides.email ?? uniqueEmail();
+  const password = overrides.password ?? DEFAULT_PASSWORD;
+  const name = overrides.name ?? "Test User";
+  const response = await api.post("/api/v1/auth/app/register", {
+    name,
+    email,
+    password,
+    password_confirmation: password,
+    ...(overrides.preferred_language && { preferred_language: overrides.preferred_language }),
+    ...(overrides.device_name && { device_name: overrides.device_name }),
+  });
+  if (response.status !== 200) throw new Error(`register failed: ${response.status} ${JSON.stringify(response.body)}`);
+  return { id: response.body.user.id, name, email: response.body.user.email, password, token: response.body.access_token };
+}

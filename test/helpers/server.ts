@@ -1,0 +1,79 @@
+// Starts the real service on a random port against a fresh database: a new PostgreSQL
+// database when DATABASE_URL is set, PGlite in a temporary DATA_DIR otherwise; with
+// REDIS_URL, a key prefix of its own so files running in parallel never share queues.
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { randomBytes } from "node:crypto";
+import postgres from "postgres";
+import { startApp, type App } from "../../server/app.ts";
+import { ManualClock } from "../../server/clock.ts";
+import { loadConfig, type Config } from "../../server/config.ts";
+
+export type TestServer = {
+  app: App;
+  url: string;
+  config: Config;
+  clock: ManualClock;
+  /** The environment the server was started with (for child processes such as the CLI). */
+  env: Record<string, string>;
+  restart(): Promise<TestServer>;
+  close(): Promise<void>;
+};
+
+async function createDatabase(adminUrl: string): Promise<{ url: string; drop(): Promise<void> }> {
+  const name = `chat_test_${randomBytes(6).toString("hex")}`;
+  const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
+  await admin.unsafe(`create database ${name}`);
+  await admin.end();
+  const url = new URL(adminUrl);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    async drop() {
+      const cleanup = postgres(adminUrl, { max: 1, onnotice: () => {} });
+      await cleanup.unsafe(`drop database if exists ${name} with (force)`);
+      await cleanup.end();
+    },
+  };
+}
+
+export async function startTestServer(overrides: Record<string, string> = {}): Promise<TestServer> {
+  const dataDir = await mkdtemp(path.join(tmpdir(), "chat-test-"));
+  const database = process.env.DATABASE_URL ? await createDatabase(process.env.DATABASE_URL) : undefined;
+  const env: Record<string, string> = {
+    PORT: "0",
+    HOST: "127.0.0.1",
+    DATA_DIR: dataDir,
+    LOG_LEVEL: "silent",
+    APP_KEY: randomBytes(32).toString("base64url"),
+    ...(database && { DATABASE_URL: database.url }),
+    ...(process.env.REDIS_URL && { REDIS_URL: process.env.REDIS_URL, REDIS_PREFIX: `test-${randomBytes(6).toString("hex")}` }),
+    ...overrides,
+  };
+  const clock = new ManualClock();
+
+  async function boot(port: string): Promise<TestServer> {
+    const config = loadConfig({ ...env, PORT: port });
+    const app = await startApp(config, { clock });
+    const server: TestServer = {
+      app,
+      url: app.url,
+      config,
+      clock,
+      env: { ...env, PORT: new URL(app.url).port },
+      async restart() {
+        const samePort = new URL(app.url).port;
+        await app.close();
+        return boot(samePort);
+      },
+      async close() {
+        await app.close();
+        await database?.drop();
+        await rm(dataDir, { recursive: true, force: true });
+      },
+    };
+    return server;
+  }
+  return boot(env.PORT!);
+}

@@ -1,0 +1,13 @@
+import { defineConfig } from "vitest/config";
+
+export default defineConfig({
+  test: {
+    include: ["test/**/*.test.ts"],
+    // Each file starts its own server on a random port against its own fresh database.
+    pool: "forks",
+    fileParallelism: true,
+    testTimeout: 30_000,
+    hookTimeout: 60_000,
+    reporters: ["default"],
+  },
+});
