@@ -54,9 +54,10 @@ export function createChatClient(options: ChatClientOptions): ChatClient {
       }),
     ],
   });
-  return Object.assign(client, {
-    close: () => {
-      wsClient?.close();
-    },
+  const close = () => wsClient?.close();
+  // The tRPC client is a proxy that turns every property into a procedure path, so `close`
+  // is answered by a proxy of our own in front of it.
+  return new Proxy(client, {
+    get: (target, property, receiver) => (property === "close" ? close : Reflect.get(target, property, receiver)),
   }) as ChatClient;
 }
