@@ -3,7 +3,6 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { applyWSSHandler } from "@trpc/server/adapters/ws";
-import { Redis } from "ioredis";
 import { WebSocketServer } from "ws";
 import { openDatabase, type DatabaseHandle } from "../db/client.ts";
 import { appRouter } from "../routers/index.ts";
@@ -19,6 +18,7 @@ import type { JobHandlers, JobQueue } from "./jobs/definition.ts";
 import { InProcessJobQueue } from "./jobs/in-process.ts";
 import { createLogger, type Logger } from "./logger.ts";
 import { createMailTransport } from "./mail/transport.ts";
+import { createRedis } from "./redis.ts";
 import { createThrottle } from "./services/throttle.ts";
 
 export type AppOptions = { clock?: Clock; logger?: Logger };
@@ -29,12 +29,12 @@ type Core = { deps: Deps; database: DatabaseHandle; handlers: JobHandlers; close
 async function buildCore(config: Config, options: AppOptions): Promise<Core> {
   const logger = options.logger ?? createLogger(config.logLevel);
   const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
-  const redis = config.redisUrl ? new Redis(config.redisUrl, { maxRetriesPerRequest: 3 }) : undefined;
+  const redis = config.redisUrl ? createRedis(config.redisUrl, logger, "commands") : undefined;
   let handlers: JobHandlers = new Map();
   const jobs: JobQueue = config.redisUrl
     ? new BullMqJobQueue(config.redisUrl, config.redisPrefix)
     : new InProcessJobQueue(() => handlers, logger);
-  const events = config.redisUrl ? new RedisEventBus(config.redisUrl, config.redisPrefix) : new InProcessEventBus();
+  const events = config.redisUrl ? new RedisEventBus(config.redisUrl, config.redisPrefix, logger) : new InProcessEventBus();
   const deps: Deps = {
     config,
     db: database.db,

@@ -1,7 +1,9 @@
 // Live events between server processes: Redis pub/sub when REDIS_URL is set, an in-process
 // emitter otherwise (one process only). Topics are plain strings such as "user:42".
 import { EventEmitter } from "node:events";
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
+import type { Logger } from "../logger.ts";
+import { createRedis } from "../redis.ts";
 
 export type Listener = (message: unknown) => void;
 
@@ -35,9 +37,10 @@ export class RedisEventBus implements EventBus {
   private readonly subscriber: Redis;
   private readonly listeners = new Map<string, Set<Listener>>();
 
-  constructor(redisUrl: string, private readonly prefix: string) {
-    this.publisher = new Redis(redisUrl, { lazyConnect: false });
-    this.subscriber = new Redis(redisUrl, { lazyConnect: false });
+  constructor(redisUrl: string, private readonly prefix: string, logger: Logger) {
+    this.publisher = createRedis(redisUrl, logger, "events-publisher");
+    // A subscriber connection only listens: no per-command retry limit applies to it.
+    this.subscriber = createRedis(redisUrl, logger, "events-subscriber", { maxRetriesPerRequest: null });
     this.subscriber.on("message", (channel: string, raw: string) => {
       const topic = channel.slice(this.channelPrefix.length);
       const listeners = this.listeners.get(topic);
