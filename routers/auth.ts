@@ -9,7 +9,7 @@ import { registerUser } from "../server/services/accounts/register.ts";
 import { completeSignIn, verifyCredentials, WEB_SESSION_LIFETIME_MS } from "../server/services/accounts/sign-in.ts";
 import { revokeToken } from "../server/services/accounts/tokens.ts";
 import { authedProcedure, publicProcedure, router } from "../server/trpc.ts";
-import { deviceNameInput, emailInput, languageInput, passwordConfirmed, passwordInput } from "./inputs.ts";
+import { deviceNameInput, emailInput, nameInput, languageInput, passwordConfirmed, passwordInput } from "./inputs.ts";
 
 const tags = ["Account sign-in"];
 
@@ -19,7 +19,7 @@ export const authRouter = router({
     .input(
       z
         .object({
-          name: z.string().min(1).max(255),
+          name: nameInput(255),
           email: emailInput,
           password: passwordInput,
           password_confirmation: z.string(),

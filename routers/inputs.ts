@@ -2,7 +2,10 @@
 import { z } from "zod";
 import { LANGUAGES } from "../db/schema/index.ts";
 
-export const emailInput = z.email().max(255);
+// Like Laravel's TrimStrings middleware, names and e-mails are trimmed before the rules run
+// (so "   " is a missing name); passwords are taken exactly as sent.
+export const emailInput = z.string().trim().pipe(z.email().max(255));
+export const nameInput = (max: number) => z.string().trim().min(1).max(max);
 export const passwordInput = z.string().min(8).max(255);
 export const languageInput = z.enum(LANGUAGES);
 export const deviceNameInput = z.string().max(255);

@@ -2,13 +2,20 @@ import { z } from "zod";
 import { toUserRecord, userRecord } from "../server/records/user.ts";
 import { updateProfile } from "../server/services/accounts/profile.ts";
 import { authedProcedure, router } from "../server/trpc.ts";
-import { httpUrlInput, languageInput } from "./inputs.ts";
+import { httpUrlInput, languageInput, nameInput } from "./inputs.ts";
 
 const tags = ["Account"];
 
 export const meRouter = router({
   get: authedProcedure
-    .meta({ openapi: { method: "GET", path: "/api/v1/me", tags, description: "Accepts a bearer token or the web session cookie." } })
+    .meta({
+      openapi: {
+        method: "GET",
+        path: "/api/v1/me",
+        tags,
+        description: "Accepts a bearer token or the web session cookie.",
+      },
+    })
     .input(z.void())
     .output(userRecord)
     .query(({ ctx }) => toUserRecord(ctx.auth.user)),
@@ -17,7 +24,7 @@ export const meRouter = router({
     .meta({ openapi: { method: "PATCH", path: "/api/v1/me", tags } })
     .input(
       z.object({
-        name: z.string().min(1).max(255).optional(),
+        name: nameInput(255).optional(),
         preferred_language: languageInput.optional(),
         avatar_url: httpUrlInput.nullable().optional(),
       }),

@@ -7,12 +7,20 @@ import { accessTokenRecord, toAccessTokenRecord } from "../server/records/access
 import { listOf, listResponse } from "../server/records/common.ts";
 import { issueToken, listTokens, revokeToken } from "../server/services/accounts/tokens.ts";
 import { authedProcedure, router } from "../server/trpc.ts";
+import { nameInput } from "./inputs.ts";
 
 const tags = ["Personal access tokens"];
 
 export const tokensRouter = router({
   list: authedProcedure
-    .meta({ openapi: { method: "GET", path: "/api/v1/tokens", tags, description: "Every active token of the caller: sign-in tokens, web sessions and personal access tokens." } })
+    .meta({
+      openapi: {
+        method: "GET",
+        path: "/api/v1/tokens",
+        tags,
+        description: "Every active token of the caller: sign-in tokens, web sessions and personal access tokens.",
+      },
+    })
     .input(z.void())
     .output(listOf(accessTokenRecord))
     .query(async ({ ctx }) => {
@@ -22,13 +30,13 @@ export const tokensRouter = router({
 
   create: authedProcedure
     .meta({ ability: "*", successStatus: 201, openapi: { method: "POST", path: "/api/v1/tokens", tags } })
-    .input(z.object({ name: z.string().min(1).max(255), abilities: z.array(z.enum(ABILITIES)).min(1).max(ABILITIES.length) }))
+    .input(z.object({ name: nameInput(255), abilities: z.array(z.enum(ABILITIES)).min(1).max(50) }))
     .output(z.object({ data: accessTokenRecord, access_token: z.string(), token_type: z.literal("Bearer") }))
     .mutation(async ({ ctx, input }) => {
       const { token, plaintext } = await issueToken(ctx.deps.db, {
         userId: ctx.auth.user.id,
         kind: "personal",
-        name: input.name.trim(),
+        name: input.name,
         abilities: [...new Set(input.abilities)],
         now: ctx.deps.clock.now(),
       });

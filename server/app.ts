@@ -34,7 +34,9 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
   const jobs: JobQueue = config.redisUrl
     ? new BullMqJobQueue(config.redisUrl, config.redisPrefix)
     : new InProcessJobQueue(() => handlers, logger);
-  const events = config.redisUrl ? new RedisEventBus(config.redisUrl, config.redisPrefix, logger) : new InProcessEventBus();
+  const events = config.redisUrl
+    ? new RedisEventBus(config.redisUrl, config.redisPrefix, logger)
+    : new InProcessEventBus();
   const deps: Deps = {
     config,
     db: database.db,
@@ -68,13 +70,25 @@ export async function startApp(config: Config, options: AppOptions = {}): Promis
   const { deps } = core;
   const stopWorkers =
     config.redisUrl && config.runWorkers
-      ? startBullMqWorkers({ redisUrl: config.redisUrl, prefix: config.redisPrefix, handlers: core.handlers, logger: deps.logger })
+      ? startBullMqWorkers({
+          redisUrl: config.redisUrl,
+          prefix: config.redisPrefix,
+          handlers: core.handlers,
+          logger: deps.logger,
+        })
       : undefined;
 
   const readiness = async () => {
     const checks: Record<string, "ok" | "failing"> = {};
-    checks.database = await core.database.ping().then(() => "ok" as const, () => "failing" as const);
-    if (deps.redis) checks.redis = await deps.redis.ping().then(() => "ok" as const, () => "failing" as const);
+    checks.database = await core.database.ping().then(
+      () => "ok" as const,
+      () => "failing" as const,
+    );
+    if (deps.redis)
+      checks.redis = await deps.redis.ping().then(
+        () => "ok" as const,
+        () => "failing" as const,
+      );
     return { ok: Object.values(checks).every((check) => check === "ok"), checks };
   };
 
@@ -126,7 +140,12 @@ export async function startApp(config: Config, options: AppOptions = {}): Promis
 export async function startWorkers(config: Config, options: AppOptions = {}): Promise<{ close(): Promise<void> }> {
   if (!config.redisUrl) throw new Error("REDIS_URL is not set: without Redis, jobs run inside `npm start`.");
   const core = await buildCore(config, options);
-  const stop = startBullMqWorkers({ redisUrl: config.redisUrl, prefix: config.redisPrefix, handlers: core.handlers, logger: core.deps.logger });
+  const stop = startBullMqWorkers({
+    redisUrl: config.redisUrl,
+    prefix: config.redisPrefix,
+    handlers: core.handlers,
+    logger: core.deps.logger,
+  });
   core.deps.logger.info("workers started");
   return {
     async close() {

@@ -11,11 +11,7 @@ const optionalString = z
   .transform((value) => (value === undefined || value.trim() === "" ? undefined : value.trim()));
 
 const optionalUrl = (protocols: RegExp) =>
-  optionalString.pipe(
-    z
-      .url({ protocol: protocols, message: `must be a URL (${protocols.source})` })
-      .optional(),
-  );
+  optionalString.pipe(z.url({ protocol: protocols, message: `must be a URL (${protocols.source})` }).optional());
 
 const flag = (defaultValue: boolean) =>
   z
@@ -35,7 +31,10 @@ const envSchema = z.object({
   DATA_DIR: z.string().min(1).default("./.data"),
   DATABASE_URL: optionalUrl(/^postgres(ql)?$/),
   REDIS_URL: optionalUrl(/^rediss?$/),
-  REDIS_PREFIX: z.string().regex(/^[A-Za-z0-9:_-]+$/, "letters, digits, : _ - only").default("chat"),
+  REDIS_PREFIX: z
+    .string()
+    .regex(/^[A-Za-z0-9:_-]+$/, "letters, digits, : _ - only")
+    .default("chat"),
   WORKERS: flag(true),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   APP_URL: optionalUrl(/^https?$/),
@@ -156,9 +155,7 @@ function parseSocialProviders(env: NodeJS.ProcessEnv, list: string | undefined):
       throw new ConfigError(`Invalid configuration: SOCIAL_PROVIDERS: "${name}" is not a valid provider name`);
     }
     const prefix = `SOCIAL_${name.toUpperCase().replace(/-/g, "_")}_`;
-    const raw = Object.fromEntries(
-      Object.keys(socialProviderSchema.shape).map((key) => [key, env[`${prefix}${key}`]]),
-    );
+    const raw = Object.fromEntries(Object.keys(socialProviderSchema.shape).map((key) => [key, env[`${prefix}${key}`]]));
     const parsed = socialProviderSchema.safeParse(raw);
     if (!parsed.success) {
       throw new ConfigError(`Invalid configuration: ${describeIssues(parsed.error, prefix)}`);

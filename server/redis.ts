@@ -7,7 +7,12 @@ const ERROR_LOG_INTERVAL_MS = 10_000;
  * An ioredis client whose connection errors go to our logger, at most one line per 10 s per
  * client; without a listener ioredis prints every reconnect failure to stderr.
  */
-export function createRedis(url: string, logger: Logger, name: string, options: { maxRetriesPerRequest?: number | null } = {}): Redis {
+export function createRedis(
+  url: string,
+  logger: Logger,
+  name: string,
+  options: { maxRetriesPerRequest?: number | null } = {},
+): Redis {
   const client = new Redis(url, { maxRetriesPerRequest: options.maxRetriesPerRequest ?? 3, connectionName: name });
   let lastLogged = 0;
   client.on("error", (error: Error) => {

@@ -37,7 +37,11 @@ export class RedisEventBus implements EventBus {
   private readonly subscriber: Redis;
   private readonly listeners = new Map<string, Set<Listener>>();
 
-  constructor(redisUrl: string, private readonly prefix: string, logger: Logger) {
+  constructor(
+    redisUrl: string,
+    private readonly prefix: string,
+    logger: Logger,
+  ) {
     this.publisher = createRedis(redisUrl, logger, "events-publisher");
     // A subscriber connection only listens: no per-command retry limit applies to it.
     this.subscriber = createRedis(redisUrl, logger, "events-subscriber", { maxRetriesPerRequest: null });

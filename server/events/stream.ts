@@ -2,7 +2,11 @@
 // yield each message as it arrives, until the client goes away.
 import type { EventBus } from "./bus.ts";
 
-export async function* topicMessages(bus: EventBus, topic: string, signal: AbortSignal | undefined): AsyncGenerator<unknown> {
+export async function* topicMessages(
+  bus: EventBus,
+  topic: string,
+  signal: AbortSignal | undefined,
+): AsyncGenerator<unknown> {
   const pending: unknown[] = [];
   let wake: (() => void) | undefined;
   const unsubscribe = await bus.subscribe(topic, (message) => {

@@ -8,7 +8,12 @@ import { toUserRecord, userRecord } from "../records/user.ts";
 import { isoTimestamp } from "../clock.ts";
 
 export const userEvent = z.discriminatedUnion("type", [
-  z.object({ id: z.string(), type: z.literal("user.updated"), created_at: z.string(), data: z.object({ user: userRecord }) }),
+  z.object({
+    id: z.string(),
+    type: z.literal("user.updated"),
+    created_at: z.string(),
+    data: z.object({ user: userRecord }),
+  }),
 ]);
 export type UserEvent = z.infer<typeof userEvent>;
 

@@ -25,7 +25,9 @@ export function createRequestListener(deps: Deps, router: AppRouter, readiness: 
     createContext: ({ req }) => createHttpContext(deps, req),
     responseMeta: ({ ctx, errors }) => {
       const headers: Record<string, string | string[]> = { ...(ctx as RequestContext | undefined)?.response.headers };
-      const retryAfter = errors.map((error) => (error.cause instanceof AppError ? error.cause.retryAfterSeconds : undefined)).find(Boolean);
+      const retryAfter = errors
+        .map((error) => (error.cause instanceof AppError ? error.cause.retryAfterSeconds : undefined))
+        .find(Boolean);
       if (retryAfter) headers["Retry-After"] = String(retryAfter);
       return { headers };
     },
@@ -44,7 +46,10 @@ export function createRequestListener(deps: Deps, router: AppRouter, readiness: 
     res.setHeader("Vary", "Origin");
     if (req.method === "OPTIONS") {
       res.setHeader("Access-Control-Allow-Methods", "GET, POST, PUT, PATCH, DELETE, OPTIONS");
-      res.setHeader("Access-Control-Allow-Headers", req.headers["access-control-request-headers"] ?? "Content-Type, Authorization");
+      res.setHeader(
+        "Access-Control-Allow-Headers",
+        req.headers["access-control-request-headers"] ?? "Content-Type, Authorization",
+      );
       res.setHeader("Access-Control-Max-Age", "600");
       res.writeHead(204).end();
       return true;

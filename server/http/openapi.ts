@@ -43,7 +43,11 @@ const STANDARD_ERRORS = {
 /** Plain routes that are not procedures; listed so the document covers every path. */
 const PLAIN_PATHS = {
   "/healthz": {
-    get: { summary: "Liveness: 200 while the process is up", tags: ["Operations"], responses: { "200": { description: "Up" } } },
+    get: {
+      summary: "Liveness: 200 while the process is up",
+      tags: ["Operations"],
+      responses: { "200": { description: "Up" } },
+    },
   },
   "/readyz": {
     get: {
@@ -71,7 +75,9 @@ export function buildOpenApiDocument(router: AppRouter, baseUrl: string): OpenAP
   );
 
   for (const [path, item] of Object.entries(document.paths ?? {})) {
-    for (const [method, operation] of Object.entries(item as Record<string, { responses?: Record<string, unknown>; security?: unknown[] }>)) {
+    for (const [method, operation] of Object.entries(
+      item as Record<string, { responses?: Record<string, unknown>; security?: unknown[] }>,
+    )) {
       const responses = operation.responses;
       if (!responses) continue;
       const meta = metaByOperation.get(`${method} ${path}`);

@@ -4,7 +4,11 @@ import { TRPCError } from "@trpc/server";
 import { AppError, HTTP_STATUS } from "../errors.ts";
 import { appErrorOf } from "../trpc.ts";
 
-export type RestError = { status: number; body: { message: string; errors?: Record<string, string[]> }; headers: Record<string, string> };
+export type RestError = {
+  status: number;
+  body: { message: string; errors?: Record<string, string[]> };
+  headers: Record<string, string>;
+};
 
 export function restErrorFromAppError(error: AppError): RestError {
   const headers: Record<string, string> = {};

@@ -14,7 +14,9 @@ import { restError } from "./rest-errors.ts";
 /** Success statuses by procedure path, from each procedure's meta. */
 function successStatuses(router: AppRouter): Map<string, number> {
   return new Map(
-    procedureMetas(router).flatMap(({ path, meta }) => (meta.successStatus ? [[path, meta.successStatus] as const] : [])),
+    procedureMetas(router).flatMap(({ path, meta }) =>
+      meta.successStatus ? [[path, meta.successStatus] as const] : [],
+    ),
   );
 }
 
@@ -38,7 +40,8 @@ export function createRestHandler(deps: Deps, router: AppRouter) {
     },
     onError: ({ error, req }) => {
       failures.set(req, error);
-      if (error.code === "INTERNAL_SERVER_ERROR") deps.logger.error({ err: error.cause ?? error, url: req.url }, "request failed");
+      if (error.code === "INTERNAL_SERVER_ERROR")
+        deps.logger.error({ err: error.cause ?? error, url: req.url }, "request failed");
     },
   });
 

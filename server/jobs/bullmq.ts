@@ -34,7 +34,11 @@ export class BullMqJobQueue implements JobQueue {
     return queue;
   }
 
-  async enqueue<Payload>(definition: JobDefinition<Payload>, payload: Payload, options: EnqueueOptions = {}): Promise<void> {
+  async enqueue<Payload>(
+    definition: JobDefinition<Payload>,
+    payload: Payload,
+    options: EnqueueOptions = {},
+  ): Promise<void> {
     const parsed = definition.payload.parse(payload);
     await this.queue(definition.queue).add(definition.name, parsed, {
       jobId: options.jobId,
@@ -79,7 +83,10 @@ export function startBullMqWorkers(options: {
   );
   for (const worker of workers) {
     worker.on("failed", (job, error) =>
-      options.logger.warn({ queue: worker.name, job: job?.name, jobId: job?.id, attempt: job?.attemptsMade, err: error }, "job failed"),
+      options.logger.warn(
+        { queue: worker.name, job: job?.name, jobId: job?.id, attempt: job?.attemptsMade, err: error },
+        "job failed",
+      ),
     );
     worker.on("error", (error) => options.logger.error({ queue: worker.name, err: error }, "worker error"));
   }

@@ -3,7 +3,13 @@
 // process lives. (Durability across restarts needs Redis; docs/operations.md says so.)
 import type { Logger } from "../logger.ts";
 import { randomUUID } from "node:crypto";
-import { PermanentJobError, type EnqueueOptions, type JobDefinition, type JobHandlers, type JobQueue } from "./definition.ts";
+import {
+  PermanentJobError,
+  type EnqueueOptions,
+  type JobDefinition,
+  type JobHandlers,
+  type JobQueue,
+} from "./definition.ts";
 
 export class InProcessJobQueue implements JobQueue {
   private readonly timers = new Set<NodeJS.Timeout>();
@@ -16,7 +22,11 @@ export class InProcessJobQueue implements JobQueue {
     private readonly logger: Logger,
   ) {}
 
-  async enqueue<Payload>(definition: JobDefinition<Payload>, payload: Payload, options: EnqueueOptions = {}): Promise<void> {
+  async enqueue<Payload>(
+    definition: JobDefinition<Payload>,
+    payload: Payload,
+    options: EnqueueOptions = {},
+  ): Promise<void> {
     const parsed = definition.payload.parse(payload);
     const jobId = options.jobId ?? randomUUID();
     if (this.knownIds.has(jobId)) return;
@@ -24,7 +34,13 @@ export class InProcessJobQueue implements JobQueue {
     this.schedule(definition as JobDefinition<unknown>, parsed, jobId, 1, options.delayMs ?? 0);
   }
 
-  private schedule(definition: JobDefinition<unknown>, payload: unknown, jobId: string, attempt: number, delayMs: number) {
+  private schedule(
+    definition: JobDefinition<unknown>,
+    payload: unknown,
+    jobId: string,
+    attempt: number,
+    delayMs: number,
+  ) {
     if (this.closed) return;
     const timer = setTimeout(() => {
       this.timers.delete(timer);

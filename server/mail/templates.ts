@@ -46,7 +46,16 @@ const escapeHtml = (text: string) =>
   text.replace(/[&<>"']/g, (char) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[char]!);
 
 function render(strings: Strings, name: string, link: string) {
-  const text = [strings.greeting(name), "", strings.body, "", `${strings.action}: ${link}`, "", strings.footer, ""].join("\n");
+  const text = [
+    strings.greeting(name),
+    "",
+    strings.body,
+    "",
+    `${strings.action}: ${link}`,
+    "",
+    strings.footer,
+    "",
+  ].join("\n");
   const html = `<!doctype html><html><body style="font-family:sans-serif">
 <p>${escapeHtml(strings.greeting(name))}</p>
 <p>${escapeHtml(strings.body)}</p>

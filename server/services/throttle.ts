@@ -25,8 +25,15 @@ export interface Throttle {
 
 export function createThrottle(options: { redis: Redis | undefined; prefix: string }): Throttle {
   const limiters = new Map<ThrottleBucket, RateLimiterAbstract>();
-  for (const [bucket, rule] of Object.entries(THROTTLE_RULES) as [ThrottleBucket, (typeof THROTTLE_RULES)[ThrottleBucket]][]) {
-    const common = { keyPrefix: `${options.prefix}:throttle:${bucket}`, points: rule.points, duration: rule.durationSeconds };
+  for (const [bucket, rule] of Object.entries(THROTTLE_RULES) as [
+    ThrottleBucket,
+    (typeof THROTTLE_RULES)[ThrottleBucket],
+  ][]) {
+    const common = {
+      keyPrefix: `${options.prefix}:throttle:${bucket}`,
+      points: rule.points,
+      duration: rule.durationSeconds,
+    };
     limiters.set(
       bucket,
       options.redis ? new RateLimiterRedis({ ...common, storeClient: options.redis }) : new RateLimiterMemory(common),

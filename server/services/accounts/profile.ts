@@ -11,7 +11,7 @@ export async function updateProfile(
   const [user] = await deps.db
     .update(users)
     .set({
-      ...(patch.name !== undefined && { name: patch.name.trim() }),
+      ...(patch.name !== undefined && { name: patch.name }),
       ...(patch.preferredLanguage !== undefined && { preferredLanguage: patch.preferredLanguage }),
       ...(patch.avatarUrl !== undefined && { avatarUrl: patch.avatarUrl }),
       updatedAt: deps.clock.now(),

@@ -24,7 +24,7 @@ export async function registerUser(
     const [user] = await tx
       .insert(users)
       .values({
-        name: input.name.trim(),
+        name: input.name,
         email: normaliseEmail(input.email),
         passwordHash,
         preferredLanguage: input.preferredLanguage ?? "en",

@@ -103,4 +103,3 @@ export async function pruneExpiredTokens(db: Executor, now: Date): Promise<numbe
     .returning({ id: accessTokens.id });
   return deleted.length;
 }
-
