@@ -10,6 +10,7 @@ import {
   httpBatchLink,
   splitLink,
   wsLink,
+  type OperationLink,
   type TRPCClient,
   type TRPCWebSocketClient,
 } from "@trpc/client";
@@ -49,7 +50,11 @@ export function createChatClient(options: ChatClientOptions): ChatClient {
     links: [
       splitLink({
         condition: (operation) => operation.type === "subscription",
-        true: (runtime) => wsLink<AppRouter>({ client: getWsClient() })(runtime),
+        // Built at the first subscription, so HTTP-only use needs no WebSocket implementation.
+        true: (runtime) => {
+          let link: OperationLink<AppRouter> | undefined;
+          return (operation) => (link ??= wsLink<AppRouter>({ client: getWsClient() })(runtime))(operation);
+        },
         false: httpBatchLink({ url: `${base}/trpc`, headers: authHeaders }),
       }),
     ],
