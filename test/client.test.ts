@@ -102,6 +102,25 @@ describe("queries and mutations over HTTP", () => {
     expect((await api.get("/api/v1/me", { token: registered.access_token })).body.name).toBe("Renamed Via Client");
   });
 
+  it("changes the password and logs out through RPC", async () => {
+    const registered = await chat().auth.register.mutate(registration());
+    const client = chat(registered.access_token);
+    const changed = await client.auth.changePassword.mutate({
+      current_password: DEFAULT_PASSWORD,
+      password: "another-password",
+      password_confirmation: "another-password",
+    });
+    expect(changed).toEqual({ message: "Password changed." });
+    const wrong = await rejectionOf(
+      client.auth.changePassword.mutate({ current_password: "nope-nope", password: "x-password", password_confirmation: "x-password" }),
+    );
+    expect(wrong.data).toMatchObject({ code: "UNPROCESSABLE_CONTENT", errors: { current_password: ["The password is incorrect."] } });
+    expect(await client.auth.logout.mutate()).toEqual({ message: "Logged out." });
+    expect((await rejectionOf(client.me.get.query())).data.code).toBe("UNAUTHORIZED");
+    const relogin = await chat().auth.login.mutate({ email: registered.user.email, password: "another-password" });
+    expect(relogin.user.id).toBe(registered.user.id);
+  });
+
   it("creates, lists and deletes personal access tokens", async () => {
     const registered = await chat().auth.register.mutate(registration());
     const client = chat(registered.access_token);
