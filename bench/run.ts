@@ -4,13 +4,33 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { startApp } from "../server/app.ts";
-import { loadConfig } from "../server/config.ts";
+import { spawn } from "node:child_process";
+import { createServer } from "node:net";
 
 type Row = { scenario: string; concurrency: number; requests: number; errors: number; rps: number; p50_ms: number; p95_ms: number; p99_ms: number };
 
 const DURATION_MS = Number(process.env.BENCH_SECONDS ?? 5) * 1000;
 const MAX_REQUESTS = 200_000;
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer().listen(0, "127.0.0.1", () => {
+      const { port } = probe.address() as { port: number };
+      probe.close(() => resolve(port));
+    });
+    probe.on("error", reject);
+  });
+}
+
+async function waitUntilReady(url: string, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const ready = await fetch(`${url}/readyz`).then((response) => response.ok, () => false);
+    if (ready) return;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  throw new Error("the server did not become ready");
+}
 
 function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return 0;
@@ -47,12 +67,21 @@ async function scenario(name: string, concurrency: number, request: () => Promis
   };
 }
 
+// The server runs as its own process (as in production), so the load generator in this
+// process does not share its event loop.
 const dataDir = await mkdtemp(path.join(tmpdir(), "chat-bench-"));
-const app = await startApp(loadConfig({ ...process.env, PORT: "0", HOST: "127.0.0.1", DATA_DIR: dataDir, LOG_LEVEL: "warn" }));
+const port = await freePort();
+const server = spawn(process.execPath, ["--import", "tsx", "server/main.ts"], {
+  cwd: path.resolve(import.meta.dirname, ".."),
+  env: { ...process.env, PORT: String(port), HOST: "127.0.0.1", DATA_DIR: dataDir, LOG_LEVEL: "warn" },
+  stdio: ["ignore", "inherit", "inherit"],
+});
+const baseUrl = `http://127.0.0.1:${port}`;
+await waitUntilReady(baseUrl);
 try {
   const json = { "Content-Type": "application/json" };
   const email = `bench-${Date.now()}@example.test`;
-  const registered = await fetch(`${app.url}/api/v1/auth/app/register`, {
+  const registered = await fetch(`${baseUrl}/api/v1/auth/app/register`, {
     method: "POST",
     headers: json,
     body: JSON.stringify({ name: "Bench", email, password: "bench-password", password_confirmation: "bench-password" }),
@@ -60,18 +89,18 @@ try {
   const auth = { Authorization: `Bearer ${registered.access_token}` };
 
   const rows: Row[] = [];
-  rows.push(await scenario("GET /healthz", 16, () => fetch(`${app.url}/healthz`)));
-  rows.push(await scenario("GET /api/v1/me (REST, bearer)", 16, () => fetch(`${app.url}/api/v1/me`, { headers: auth })));
-  rows.push(await scenario("me.get (tRPC over HTTP)", 16, () => fetch(`${app.url}/trpc/me.get`, { headers: auth })));
+  rows.push(await scenario("GET /healthz", 16, () => fetch(`${baseUrl}/healthz`)));
+  rows.push(await scenario("GET /api/v1/me (REST, bearer)", 16, () => fetch(`${baseUrl}/api/v1/me`, { headers: auth })));
+  rows.push(await scenario("me.get (tRPC over HTTP)", 16, () => fetch(`${baseUrl}/trpc/me.get`, { headers: auth })));
   rows.push(
     await scenario("PATCH /api/v1/me", 8, () =>
-      fetch(`${app.url}/api/v1/me`, { method: "PATCH", headers: { ...auth, ...json }, body: JSON.stringify({ name: "Bench" }) }),
+      fetch(`${baseUrl}/api/v1/me`, { method: "PATCH", headers: { ...auth, ...json }, body: JSON.stringify({ name: "Bench" }) }),
     ),
   );
   // Argon2id is meant to be slow; this row shows what one core of sign-ins costs.
   rows.push(
     await scenario("POST /api/v1/auth/app/login (Argon2id)", 4, () =>
-      fetch(`${app.url}/api/v1/auth/app/login`, {
+      fetch(`${baseUrl}/api/v1/auth/app/login`, {
         method: "POST",
         headers: json,
         body: JSON.stringify({ email, password: "bench-password" }),
@@ -80,8 +109,9 @@ try {
     ),
   );
   console.table(rows);
-  console.log(JSON.stringify({ database: app.deps.config.databaseUrl ? "postgres" : "pglite", redis: Boolean(app.deps.config.redisUrl), rows }));
+  console.log(JSON.stringify({ database: process.env.DATABASE_URL ? "postgres" : "pglite", redis: Boolean(process.env.REDIS_URL), rows }));
 } finally {
-  await app.close();
+  server.kill("SIGTERM");
+  await new Promise((resolve) => server.once("exit", resolve));
   await rm(dataDir, { recursive: true, force: true });
 }

@@ -4,7 +4,11 @@ import { createReadStream } from "node:fs";
 import { stat } from "node:fs/promises";
 import path from "node:path";
 import type { ServerResponse } from "node:http";
-import swaggerUi from "swagger-ui-dist";
+import { createRequire } from "node:module";
+
+// Only the package's folder is needed: importing swagger-ui-dist itself would load its 1.5 MB
+// browser bundle into the server.
+const ASSET_DIR = path.dirname(createRequire(import.meta.url).resolve("swagger-ui-dist/package.json"));
 
 const ASSETS = new Map([
   ["swagger-ui.css", "text/css"],
@@ -42,7 +46,7 @@ export async function serveDocs(pathname: string, res: ServerResponse): Promise<
   const name = pathname.startsWith("/docs/assets/") ? pathname.slice("/docs/assets/".length) : undefined;
   const type = name ? ASSETS.get(name) : undefined;
   if (!name || !type) return false;
-  const file = path.join(swaggerUi.getAbsoluteFSPath(), name);
+  const file = path.join(ASSET_DIR, name);
   const { size } = await stat(file);
   res.writeHead(200, { "Content-Type": type, "Content-Length": size, "Cache-Control": "public, max-age=86400" });
   createReadStream(file).pipe(res);

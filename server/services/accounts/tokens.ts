@@ -1,8 +1,8 @@
 // Access tokens: random, shown once, stored as SHA-256. One table serves sign-in tokens,
 // personal access tokens and web sessions (the cookie holds a session token).
 import { createHash, randomBytes } from "node:crypto";
-import { and, desc, eq, gt, isNull, lt, ne, or } from "drizzle-orm";
-import type { Executor } from "../../../db/client.ts";
+import { and, desc, eq, gt, isNull, lt, ne, or, sql } from "drizzle-orm";
+import type { Database, Executor } from "../../../db/client.ts";
 import { accessTokens, users, type AccessToken, type TokenKind, type User } from "../../../db/schema/index.ts";
 import { newId } from "../../ids.ts";
 
@@ -35,25 +35,39 @@ export async function issueToken(
   return { token: token!, plaintext };
 }
 
-/** The token and its active user, or null for an unknown, expired or inactive one. */
-export async function resolveToken(
-  db: Executor,
-  plaintext: string,
-  now: Date,
-): Promise<{ token: AccessToken; user: User } | null> {
-  if (!plaintext.startsWith(TOKEN_PREFIX)) return null;
-  const [row] = await db
+// Runs on every authenticated request: prepared once per database, so drizzle does not
+// rebuild the query each time.
+const lookups = new WeakMap<Database, ReturnType<typeof prepareLookup>>();
+
+function prepareLookup(db: Database) {
+  return db
     .select({ token: accessTokens, user: users })
     .from(accessTokens)
     .innerJoin(users, eq(users.id, accessTokens.userId))
     .where(
       and(
-        eq(accessTokens.tokenHash, hashToken(plaintext)),
-        or(isNull(accessTokens.expiresAt), gt(accessTokens.expiresAt, now)),
+        eq(accessTokens.tokenHash, sql.placeholder("tokenHash")),
+        or(isNull(accessTokens.expiresAt), gt(accessTokens.expiresAt, sql.placeholder("now"))),
         eq(users.isActive, true),
       ),
     )
-    .limit(1);
+    .limit(1)
+    .prepare("resolve_access_token");
+}
+
+/** The token and its active user, or null for an unknown, expired or inactive one. */
+export async function resolveToken(
+  db: Database,
+  plaintext: string,
+  now: Date,
+): Promise<{ token: AccessToken; user: User } | null> {
+  if (!plaintext.startsWith(TOKEN_PREFIX)) return null;
+  let lookup = lookups.get(db);
+  if (!lookup) {
+    lookup = prepareLookup(db);
+    lookups.set(db, lookup);
+  }
+  const [row] = await lookup.execute({ tokenHash: hashToken(plaintext), now: now.toISOString() });
   if (!row) return null;
   const { token } = row;
   if (!token.lastUsedAt || now.getTime() - token.lastUsedAt.getTime() > LAST_USED_RESOLUTION_MS) {
