@@ -25,7 +25,6 @@ const positiveInt = (defaultValue: number) =>
   z.coerce.number({ message: "must be a whole number" }).int().positive().optional().default(defaultValue);
 
 const envSchema = z.object({
-  NODE_ENV: z.string().optional().default("development"),
   PORT: z.coerce.number({ message: "must be a port number" }).int().min(0).max(65535).default(3000),
   HOST: z.string().min(1).default("0.0.0.0"),
   DATA_DIR: z.string().min(1).default("./.data"),
@@ -95,7 +94,6 @@ const DEFAULT_ISSUERS: Record<string, string> = {
 };
 
 export type Config = {
-  env: string;
   port: number;
   host: string;
   dataDir: string;
@@ -199,7 +197,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const e = parsed.data;
   const dataDir = path.resolve(e.DATA_DIR);
   return {
-    env: e.NODE_ENV,
     port: e.PORT,
     host: e.HOST,
     dataDir,

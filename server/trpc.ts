@@ -63,8 +63,6 @@ const t = initTRPC
   });
 
 export const router = t.router;
-export const mergeRouters = t.mergeRouters;
-export const createCallerFactory = t.createCallerFactory;
 
 /** Domain errors and zod input errors become typed tRPC errors with the right code. */
 const mapErrors = t.middleware(async ({ next }) => {

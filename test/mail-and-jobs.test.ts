@@ -308,10 +308,10 @@ describe("with FRONTEND_URL", () => {
 describe("InProcessJobQueue", () => {
   const logger = createLogger("silent");
   const payload = z.object({ n: z.number() });
-  const flaky = defineJob({ queue: "maintenance", name: "test.flaky", payload, attempts: 3, backoffMs: 10 });
-  const permanent = defineJob({ queue: "maintenance", name: "test.permanent", payload, attempts: 5, backoffMs: 10 });
-  const slow = defineJob({ queue: "maintenance", name: "test.slow", payload, attempts: 1, backoffMs: 10 });
-  const sentinel = defineJob({ queue: "maintenance", name: "test.sentinel", payload, attempts: 1, backoffMs: 10 });
+  const flaky = defineJob({ queue: "mail", name: "test.flaky", payload, attempts: 3, backoffMs: 10 });
+  const permanent = defineJob({ queue: "mail", name: "test.permanent", payload, attempts: 5, backoffMs: 10 });
+  const slow = defineJob({ queue: "mail", name: "test.slow", payload, attempts: 1, backoffMs: 10 });
+  const sentinel = defineJob({ queue: "mail", name: "test.sentinel", payload, attempts: 1, backoffMs: 10 });
 
   function deferred() {
     let resolve!: () => void;

@@ -2,7 +2,7 @@
 // (house style 9). The handler lives in workers/ and is looked up by name.
 import type { z } from "zod";
 
-export const QUEUE_NAMES = ["mail", "translation", "push", "room-expiry", "outbound-webhooks", "maintenance"] as const;
+export const QUEUE_NAMES = ["mail", "translation", "push", "room-expiry", "outbound-webhooks"] as const;
 export type QueueName = (typeof QUEUE_NAMES)[number];
 
 export type JobDefinition<Payload> = {

@@ -1,7 +1,7 @@
 // Access tokens: random, shown once, stored as SHA-256. One table serves sign-in tokens,
 // personal access tokens and web sessions (the cookie holds a session token).
 import { createHash, randomBytes } from "node:crypto";
-import { and, desc, eq, gt, isNull, lt, ne, or, sql } from "drizzle-orm";
+import { and, desc, eq, gt, isNull, ne, or, sql } from "drizzle-orm";
 import type { Database, Executor } from "../../../db/client.ts";
 import { accessTokens, users, type AccessToken, type TokenKind, type User } from "../../../db/schema/index.ts";
 import { newId } from "../../ids.ts";
@@ -108,12 +108,4 @@ export async function revokeUserTokens(
   if (options.keepTokenId) conditions.push(ne(accessTokens.id, options.keepTokenId));
   if (!options.includePersonal) conditions.push(ne(accessTokens.kind, "personal"));
   await db.delete(accessTokens).where(and(...conditions));
-}
-
-export async function pruneExpiredTokens(db: Executor, now: Date): Promise<number> {
-  const deleted = await db
-    .delete(accessTokens)
-    .where(lt(accessTokens.expiresAt, now))
-    .returning({ id: accessTokens.id });
-  return deleted.length;
 }
