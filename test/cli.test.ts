@@ -3,21 +3,13 @@
 // to the running server over loopback (PGlite admits one process). Both paths run here.
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { eq } from "drizzle-orm";
 import { users } from "../db/schema/index.ts";
-import { restClient, type RestClient } from "./helpers/api.ts";
 import { registerUser, uniqueEmail } from "./helpers/factories.ts";
-import { startTestServer, type TestServer } from "./helpers/server.ts";
+import { useTestServer } from "./helpers/server.ts";
 
-let server: TestServer;
-let api: RestClient;
-
-beforeAll(async () => {
-  server = await startTestServer();
-  api = restClient(server.url);
-});
-afterAll(() => server?.close());
+const ctx = useTestServer();
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 
@@ -28,12 +20,14 @@ function cli(...args: string[]): Promise<CliResult> {
   // Only what a shell needs, then the server's own variables: nothing of this process's
   // DATABASE_URL or REDIS_URL may point the CLI elsewhere.
   const essentials = Object.fromEntries(
-    ["PATH", "HOME", "TMPDIR", "LANG", "SYSTEMROOT"].flatMap((name) => (process.env[name] ? [[name, process.env[name]!]] : [])),
+    ["PATH", "HOME", "TMPDIR", "LANG", "SYSTEMROOT"].flatMap((name) =>
+      process.env[name] ? [[name, process.env[name]!]] : [],
+    ),
   );
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ["--import", "tsx", "server/cli.ts", ...args], {
       cwd: ROOT,
-      env: { ...essentials, ...server.env },
+      env: { ...essentials, ...ctx.server.env },
       stdio: ["ignore", "pipe", "pipe"],
     });
     let stdout = "";
@@ -45,10 +39,10 @@ function cli(...args: string[]): Promise<CliResult> {
   });
 }
 
-const login = (email: string, password: string) => api.post("/api/v1/auth/app/login", { email, password });
+const login = (email: string, password: string) => ctx.api.post("/api/v1/auth/app/login", { email, password });
 
 async function planOf(email: string) {
-  const [row] = await server.app.deps.db.select({ plan: users.plan }).from(users).where(eq(users.email, email));
+  const [row] = await ctx.server.app.deps.db.select({ plan: users.plan }).from(users).where(eq(users.email, email));
   return row?.plan;
 }
 
@@ -60,8 +54,12 @@ describe("npm run cli", () => {
   });
 
   it("user:deactivate blocks sign-in and revokes every token; user:activate allows sign-in again", async () => {
-    const user = await registerUser(api);
-    const personal = await api.post("/api/v1/tokens", { name: "script", abilities: ["read"] }, { token: user.token });
+    const user = await registerUser(ctx.api);
+    const personal = await ctx.api.post(
+      "/api/v1/tokens",
+      { name: "script", abilities: ["read"] },
+      { token: user.token },
+    );
     expect(personal.status).toBe(201);
 
     const deactivated = await cli("user:deactivate", user.email);
@@ -69,8 +67,8 @@ describe("npm run cli", () => {
     expect(deactivated.code).toBe(0);
     expect(deactivated.stdout).toContain(user.email);
 
-    expect((await api.get("/api/v1/me", { token: user.token })).status).toBe(401);
-    expect((await api.get("/api/v1/me", { token: personal.body.access_token })).status).toBe(401);
+    expect((await ctx.api.get("/api/v1/me", { token: user.token })).status).toBe(401);
+    expect((await ctx.api.get("/api/v1/me", { token: personal.body.access_token })).status).toBe(401);
     const refused = await login(user.email, user.password);
     expect(refused.status).toBe(403);
     expect(refused.body).toEqual({ message: "Account is inactive." });
@@ -80,15 +78,15 @@ describe("npm run cli", () => {
     expect(activated.stdout).toContain(user.email);
     const signedIn = await login(user.email, user.password);
     expect(signedIn.status).toBe(200);
-    const me = await api.get("/api/v1/me", { token: signedIn.body.access_token });
+    const me = await ctx.api.get("/api/v1/me", { token: signedIn.body.access_token });
     expect(me.status).toBe(200);
     expect(me.body.is_active).toBe(true);
     // Revoked tokens stay revoked after reactivation.
-    expect((await api.get("/api/v1/me", { token: user.token })).status).toBe(401);
+    expect((await ctx.api.get("/api/v1/me", { token: user.token })).status).toBe(401);
   });
 
   it("user:plan sets the plan, for an e-mail in any case", async () => {
-    const user = await registerUser(api);
+    const user = await registerUser(ctx.api);
     expect(await planOf(user.email)).toBe("free");
 
     const result = await cli("user:plan", user.email.toUpperCase(), "personal_pro");
@@ -101,7 +99,7 @@ describe("npm run cli", () => {
   });
 
   it("refuses an unknown plan with a message and changes nothing", async () => {
-    const user = await registerUser(api);
+    const user = await registerUser(ctx.api);
     const result = await cli("user:plan", user.email, "enterprise");
     expect(result.code).not.toBe(0);
     expect(result.stderr).toContain("free");
@@ -111,7 +109,11 @@ describe("npm run cli", () => {
 
   it("names an unknown e-mail", async () => {
     const email = uniqueEmail("nobody");
-    for (const args of [["user:deactivate", email], ["user:activate", email], ["user:plan", email, "personal_pro"]]) {
+    for (const args of [
+      ["user:deactivate", email],
+      ["user:activate", email],
+      ["user:plan", email, "personal_pro"],
+    ]) {
       const result = await cli(...args);
       expect(result.code).not.toBe(0);
       expect(result.stderr).toContain(email);
@@ -136,7 +138,7 @@ describe("POST /internal/admin-command", () => {
   const body = (email: string) => JSON.stringify({ args: ["user:deactivate", email] });
 
   async function post(raw: string, headers: Record<string, string>) {
-    const response = await fetch(`${server.url}/internal/admin-command`, {
+    const response = await fetch(`${ctx.server.url}/internal/admin-command`, {
       method: "POST",
       headers: { "Content-Type": "application/json", ...headers },
       body: raw,
@@ -145,7 +147,7 @@ describe("POST /internal/admin-command", () => {
   }
 
   it("refuses a request without a valid signature and runs nothing", async () => {
-    const user = await registerUser(api);
+    const user = await registerUser(ctx.api);
     const timestamp = String(Math.floor(Date.now() / 1000));
     const attempts: Record<string, string>[] = [
       {},
@@ -163,15 +165,28 @@ describe("POST /internal/admin-command", () => {
 
   it("refuses a signature made with another key or for another body", async () => {
     const { createHmac } = await import("node:crypto");
-    const user = await registerUser(api);
+    const user = await registerUser(ctx.api);
     const timestamp = Math.floor(Date.now() / 1000);
-    const wrongKey = createHmac("sha256", "another-key-another-key-another-key").update(`${timestamp}.${body(user.email)}`).digest("hex");
-    expect((await post(body(user.email), { "X-Admin-Timestamp": String(timestamp), "X-Admin-Signature": wrongKey })).status).toBe(401);
-    const otherBody = createHmac("sha256", server.config.appKey).update(`${timestamp}.${body("someone@example.test")}`).digest("hex");
-    expect((await post(body(user.email), { "X-Admin-Timestamp": String(timestamp), "X-Admin-Signature": otherBody })).status).toBe(401);
+    const wrongKey = createHmac("sha256", "another-key-another-key-another-key")
+      .update(`${timestamp}.${body(user.email)}`)
+      .digest("hex");
+    expect(
+      (await post(body(user.email), { "X-Admin-Timestamp": String(timestamp), "X-Admin-Signature": wrongKey })).status,
+    ).toBe(401);
+    const otherBody = createHmac("sha256", ctx.server.config.appKey)
+      .update(`${timestamp}.${body("someone@example.test")}`)
+      .digest("hex");
+    expect(
+      (await post(body(user.email), { "X-Admin-Timestamp": String(timestamp), "X-Admin-Signature": otherBody })).status,
+    ).toBe(401);
     const stale = timestamp - 10 * 60;
-    const staleSignature = createHmac("sha256", server.config.appKey).update(`${stale}.${body(user.email)}`).digest("hex");
-    expect((await post(body(user.email), { "X-Admin-Timestamp": String(stale), "X-Admin-Signature": staleSignature })).status).toBe(401);
+    const staleSignature = createHmac("sha256", ctx.server.config.appKey)
+      .update(`${stale}.${body(user.email)}`)
+      .digest("hex");
+    expect(
+      (await post(body(user.email), { "X-Admin-Timestamp": String(stale), "X-Admin-Signature": staleSignature }))
+        .status,
+    ).toBe(401);
     expect((await login(user.email, user.password)).status).toBe(200);
   });
 });

@@ -75,7 +75,11 @@ describe("queries and mutations over HTTP", () => {
       token_type: "Bearer",
       user: { id: expect.any(Number), name: "Client User", email: body.email },
     });
-    const login = await anonymous.auth.login.mutate({ email: body.email, password: DEFAULT_PASSWORD, device_name: "CLI" });
+    const login = await anonymous.auth.login.mutate({
+      email: body.email,
+      password: DEFAULT_PASSWORD,
+      device_name: "CLI",
+    });
     expect(login).toEqual({ access_token: expect.any(String), token_type: "Bearer", user: registered.user });
     expect(login.access_token).not.toBe(registered.access_token);
   });
@@ -95,8 +99,15 @@ describe("queries and mutations over HTTP", () => {
     });
     expect(me.created_at).toMatch(/\+00:00$/);
 
-    const updated = await client.me.update.mutate({ name: "Renamed Via Client", avatar_url: "https://cdn.example.test/a.png" });
-    expect(updated).toMatchObject({ id: registered.user.id, name: "Renamed Via Client", avatar_url: "https://cdn.example.test/a.png" });
+    const updated = await client.me.update.mutate({
+      name: "Renamed Via Client",
+      avatar_url: "https://cdn.example.test/a.png",
+    });
+    expect(updated).toMatchObject({
+      id: registered.user.id,
+      name: "Renamed Via Client",
+      avatar_url: "https://cdn.example.test/a.png",
+    });
     expect((await client.me.get.query()).name).toBe("Renamed Via Client");
     // The REST door sees the same record.
     expect((await api.get("/api/v1/me", { token: registered.access_token })).body.name).toBe("Renamed Via Client");
@@ -112,9 +123,16 @@ describe("queries and mutations over HTTP", () => {
     });
     expect(changed).toEqual({ message: "Password changed." });
     const wrong = await rejectionOf(
-      client.auth.changePassword.mutate({ current_password: "nope-nope", password: "x-password", password_confirmation: "x-password" }),
+      client.auth.changePassword.mutate({
+        current_password: "nope-nope",
+        password: "x-password",
+        password_confirmation: "x-password",
+      }),
     );
-    expect(wrong.data).toMatchObject({ code: "UNPROCESSABLE_CONTENT", errors: { current_password: ["The password is incorrect."] } });
+    expect(wrong.data).toMatchObject({
+      code: "UNPROCESSABLE_CONTENT",
+      errors: { current_password: ["The password is incorrect."] },
+    });
     expect(await client.auth.logout.mutate()).toEqual({ message: "Logged out." });
     expect((await rejectionOf(client.me.get.query())).data.code).toBe("UNAUTHORIZED");
     const relogin = await chat().auth.login.mutate({ email: registered.user.email, password: "another-password" });
@@ -126,7 +144,13 @@ describe("queries and mutations over HTTP", () => {
     const client = chat(registered.access_token);
     const created = await client.tokens.create.mutate({ name: "CI bot", abilities: ["read"] });
     expect(created).toEqual({
-      data: { id: expect.any(String), name: "CI bot", abilities: ["read"], last_used_at: null, created_at: expect.any(String) },
+      data: {
+        id: expect.any(String),
+        name: "CI bot",
+        abilities: ["read"],
+        last_used_at: null,
+        created_at: expect.any(String),
+      },
       access_token: expect.any(String),
       token_type: "Bearer",
     });
@@ -172,7 +196,9 @@ describe("the client itself", () => {
 
 describe("typed errors", () => {
   it("rejects a bad registration with UNPROCESSABLE_CONTENT, 422 and field errors", async () => {
-    const error = await rejectionOf(chat().auth.register.mutate(registration({ password: "short", password_confirmation: "short" })));
+    const error = await rejectionOf(
+      chat().auth.register.mutate(registration({ password: "short", password_confirmation: "short" })),
+    );
     expect(error.data).toMatchObject({
       code: "UNPROCESSABLE_CONTENT",
       httpStatus: 422,
@@ -185,7 +211,11 @@ describe("typed errors", () => {
     const body = registration();
     await chat().auth.register.mutate(body);
     const error = await rejectionOf(chat().auth.register.mutate({ ...body, email: body.email.toUpperCase() }));
-    expect(error.data).toMatchObject({ code: "UNPROCESSABLE_CONTENT", httpStatus: 422, errors: { email: ["The email has already been taken."] } });
+    expect(error.data).toMatchObject({
+      code: "UNPROCESSABLE_CONTENT",
+      httpStatus: 422,
+      errors: { email: ["The email has already been taken."] },
+    });
   });
 
   it("answers me.get without a token with UNAUTHORIZED", async () => {
@@ -225,7 +255,10 @@ describe("live events over the WebSocket link", () => {
         raw.push(value);
         // tracked() events reach the client as { id, data } envelopes.
         const envelope = value as unknown as { id?: string; data?: UserEvent };
-        const event = envelope.data && typeof envelope.data === "object" && "type" in envelope.data ? envelope.data : (value as unknown as UserEvent);
+        const event =
+          envelope.data && typeof envelope.data === "object" && "type" in envelope.data
+            ? envelope.data
+            : (value as unknown as UserEvent);
         received.push({ id: envelope.id, event });
       },
       onError: (error) => errors.push(error),
@@ -255,9 +288,15 @@ describe("live events over the WebSocket link", () => {
     // Now the subscription is attached: another user's update, then one more of ours.
     expect((await api.patch("/api/v1/me", { name: "Other renamed" }, { token: other.token })).status).toBe(200);
     expect((await api.patch("/api/v1/me", { name: "Final name" }, { token: me.token })).status).toBe(200);
-    const final = await until(() => live.received.find(({ event }) => event.data.user.name === "Final name"), "the final event");
+    const final = await until(
+      () => live.received.find(({ event }) => event.data.user.name === "Final name"),
+      "the final event",
+    );
 
-    expect(live.raw.at(-1)).toEqual({ id: expect.any(String), data: expect.objectContaining({ type: "user.updated" }) });
+    expect(live.raw.at(-1)).toEqual({
+      id: expect.any(String),
+      data: expect.objectContaining({ type: "user.updated" }),
+    });
     expect(final.id).toEqual(expect.any(String));
     expect(final.event).toMatchObject({
       id: final.id,

@@ -74,9 +74,20 @@ describe("loadConfig", () => {
   });
 
   it("parses a known social provider with its default issuer", () => {
-    const config = loadConfig(environment({ SOCIAL_PROVIDERS: "google", SOCIAL_GOOGLE_CLIENT_ID: "client-id", SOCIAL_GOOGLE_CLIENT_SECRET: "secret" }));
+    const config = loadConfig(
+      environment({
+        SOCIAL_PROVIDERS: "google",
+        SOCIAL_GOOGLE_CLIENT_ID: "client-id",
+        SOCIAL_GOOGLE_CLIENT_SECRET: "secret",
+      }),
+    );
     expect(config.socialProviders).toEqual([
-      expect.objectContaining({ name: "google", clientId: "client-id", clientSecret: "secret", issuer: "https://accounts.google.com" }),
+      expect.objectContaining({
+        name: "google",
+        clientId: "client-id",
+        clientSecret: "secret",
+        issuer: "https://accounts.google.com",
+      }),
     ]);
   });
 });

@@ -9,24 +9,25 @@ import { z } from "zod";
 import { defineJob, PermanentJobError, type JobDefinition, type JobHandlers } from "../server/jobs/definition.ts";
 import { InProcessJobQueue } from "../server/jobs/in-process.ts";
 import { createLogger } from "../server/logger.ts";
-import { restClient, type RestClient } from "./helpers/api.ts";
+import { restClient } from "./helpers/api.ts";
 import { registerUser, type RegisteredUser } from "./helpers/factories.ts";
-import { startTestServer, type TestServer } from "./helpers/server.ts";
+import { startTestServer, useTestServer, type TestServer } from "./helpers/server.ts";
 
 const APP_URL = "https://chat.example.test";
 
-let server: TestServer;
-let api: RestClient;
-
-beforeAll(async () => {
-  server = await startTestServer({ APP_URL });
-  api = restClient(server.url);
-});
-afterAll(() => server?.close());
+const ctx = useTestServer({ APP_URL });
 
 // ---- Reading the outbox ------------------------------------------------------------------
 
-type Mail = { file: string; headers: Record<string, string>; subject: string; to: string; text: string; html: string; parts: string[] };
+type Mail = {
+  file: string;
+  headers: Record<string, string>;
+  subject: string;
+  to: string;
+  text: string;
+  html: string;
+  parts: string[];
+};
 
 const sha1 = (text: string) => createHash("sha1").update(text).digest("hex");
 
@@ -91,11 +92,16 @@ function leafParts(raw: string): { type: string; body: string }[] {
       .filter((section) => !section.startsWith("--"))
       .flatMap((section) => leafParts(section.replace(/^\n/, "")));
   }
-  return [{ type: contentType.split(";")[0]!.trim().toLowerCase(), body: decodeBody(body, headers["content-transfer-encoding"]) }];
+  return [
+    {
+      type: contentType.split(";")[0]!.trim().toLowerCase(),
+      body: decodeBody(body, headers["content-transfer-encoding"]),
+    },
+  ];
 }
 
 async function readOutbox(): Promise<Mail[]> {
-  const outbox = path.join(server.config.dataDir, "mail");
+  const outbox = path.join(ctx.server.config.dataDir, "mail");
   const files = await readdir(outbox).catch(() => [] as string[]);
   const mails: Mail[] = [];
   for (const name of files.filter((file) => file.endsWith(".eml")).sort()) {
@@ -115,7 +121,8 @@ async function readOutbox(): Promise<Mail[]> {
   return mails;
 }
 
-const mailsTo = async (email: string) => (await readOutbox()).filter((mail) => mail.to.toLowerCase().includes(email.toLowerCase()));
+const mailsTo = async (email: string) =>
+  (await readOutbox()).filter((mail) => mail.to.toLowerCase().includes(email.toLowerCase()));
 
 /** Polls the outbox until `count` mails to the address are there (generous deadline). */
 async function waitForMails(email: string, count = 1, timeoutMs = 10_000): Promise<Mail[]> {
@@ -123,7 +130,8 @@ async function waitForMails(email: string, count = 1, timeoutMs = 10_000): Promi
   for (;;) {
     const mails = await mailsTo(email);
     if (mails.length >= count) return mails;
-    if (Date.now() > deadline) throw new Error(`expected ${count} mail(s) to ${email} within ${timeoutMs} ms, found ${mails.length}`);
+    if (Date.now() > deadline)
+      throw new Error(`expected ${count} mail(s) to ${email} within ${timeoutMs} ms, found ${mails.length}`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }
@@ -132,7 +140,9 @@ type Link = { url: URL; id: string; hash: string; expires: string; signature: st
 
 function verificationLinkIn(text: string, baseUrl = APP_URL): Link {
   const escaped = baseUrl.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
-  const match = new RegExp(`${escaped}/api/v1/auth/email/verify/(\\d+)/([0-9a-f]{40})\\?expires=(\\d+)&signature=([0-9a-f]+)`).exec(text);
+  const match = new RegExp(
+    `${escaped}/api/v1/auth/email/verify/(\\d+)/([0-9a-f]{40})\\?expires=(\\d+)&signature=([0-9a-f]+)`,
+  ).exec(text);
   if (!match) throw new Error(`no verification link in:\n${text}`);
   return { url: new URL(match[0]), id: match[1]!, hash: match[2]!, expires: match[3]!, signature: match[4]! };
 }
@@ -148,7 +158,7 @@ async function latestLink(user: RegisteredUser, count = 1): Promise<Link> {
 
 describe("the verification mail", () => {
   it("is sent after registration, in the user's language, with text and HTML parts and the signed link", async () => {
-    const user = await registerUser(api, { name: "Hanako", preferred_language: "ja" });
+    const user = await registerUser(ctx.api, { name: "Hanako", preferred_language: "ja" });
     const [mail] = await waitForMails(user.email);
     expect(mail!.to).toContain(user.email);
     expect(mail!.parts).toEqual(expect.arrayContaining(["text/plain", "text/html"]));
@@ -162,7 +172,7 @@ describe("the verification mail", () => {
     expect(link.hash).toBe(sha1(user.email));
     expect(link.signature).toMatch(/^[0-9a-f]{64}$/);
     // Valid for 60 minutes from now.
-    const minutesLeft = (Number(link.expires) * 1000 - server.clock.now().getTime()) / 60_000;
+    const minutesLeft = (Number(link.expires) * 1000 - ctx.server.clock.now().getTime()) / 60_000;
     expect(minutesLeft).toBeGreaterThan(55);
     expect(minutesLeft).toBeLessThanOrEqual(60);
     // The HTML part links to the same address (HTML-escaped).
@@ -170,7 +180,7 @@ describe("the verification mail", () => {
   });
 
   it("is in English by default", async () => {
-    const user = await registerUser(api, { name: "Ann" });
+    const user = await registerUser(ctx.api, { name: "Ann" });
     const [mail] = await waitForMails(user.email);
     expect(mail!.subject).toBe("Verify your e-mail address");
     expect(mail!.text).toContain("Hello Ann,");
@@ -180,23 +190,23 @@ describe("the verification mail", () => {
 
 describe("GET /api/v1/auth/email/verify/{id}/{hash}", () => {
   it("verifies the e-mail address with the mailed link", async () => {
-    const user = await registerUser(api);
-    expect((await api.get("/api/v1/me", { token: user.token })).body.email_verified_at).toBeNull();
+    const user = await registerUser(ctx.api);
+    expect((await ctx.api.get("/api/v1/me", { token: user.token })).body.email_verified_at).toBeNull();
     const link = await latestLink(user);
 
-    const response = await api.get(linkPath(link));
+    const response = await ctx.api.get(linkPath(link));
     expect(response.status).toBe(200);
     expect(response.body).toEqual({ message: expect.any(String) });
-    const me = await api.get("/api/v1/me", { token: user.token });
+    const me = await ctx.api.get("/api/v1/me", { token: user.token });
     expect(me.body.email_verified_at).toMatch(/^\d{4}-\d{2}-\d{2}T.*\+00:00$/);
 
     // Opening it again is harmless.
-    expect((await api.get(linkPath(link))).status).toBe(200);
+    expect((await ctx.api.get(linkPath(link))).status).toBe(200);
   });
 
   it("answers 404 {message} for a tampered signature, a wrong hash, a wrong id or missing parts", async () => {
-    const user = await registerUser(api);
-    const other = await registerUser(api);
+    const user = await registerUser(ctx.api);
+    const other = await registerUser(ctx.api);
     const link = await latestLink(user);
     const flipped = link.signature.slice(0, -1) + (link.signature.endsWith("0") ? "1" : "0");
     const candidates = [
@@ -208,65 +218,69 @@ describe("GET /api/v1/auth/email/verify/{id}/{hash}", () => {
       `/api/v1/auth/email/verify/${link.id}/${link.hash}`,
     ];
     for (const candidate of candidates) {
-      const response = await api.get(candidate);
+      const response = await ctx.api.get(candidate);
       expect(response.status, candidate).toBe(404);
       expect(response.body).toEqual({ message: expect.any(String) });
     }
-    expect((await api.get("/api/v1/me", { token: user.token })).body.email_verified_at).toBeNull();
+    expect((await ctx.api.get("/api/v1/me", { token: user.token })).body.email_verified_at).toBeNull();
   });
 
   it("answers 404 for a correctly signed link whose hash is not the user's e-mail", async () => {
     // Signed with the server's key, so only the hash check can refuse it.
-    const user = await registerUser(api);
+    const user = await registerUser(ctx.api);
     const link = await latestLink(user);
     const unsigned = `/api/v1/auth/email/verify/${user.id}/${sha1("someone-else@example.test")}?expires=${link.expires}`;
-    const signature = createHmac("sha256", server.config.appKey).update(unsigned).digest("hex");
-    const response = await api.get(`${unsigned}&signature=${signature}`);
+    const signature = createHmac("sha256", ctx.server.config.appKey).update(unsigned).digest("hex");
+    const response = await ctx.api.get(`${unsigned}&signature=${signature}`);
     expect(response.status).toBe(404);
     expect(response.body).toEqual({ message: expect.any(String) });
-    expect((await api.get("/api/v1/me", { token: user.token })).body.email_verified_at).toBeNull();
+    expect((await ctx.api.get("/api/v1/me", { token: user.token })).body.email_verified_at).toBeNull();
   });
 
   it("answers 404 for a link opened after 60 minutes", async () => {
-    const user = await registerUser(api);
+    const user = await registerUser(ctx.api);
     const link = await latestLink(user);
-    server.clock.advance(61 * 60 * 1000);
-    const response = await api.get(linkPath(link));
+    ctx.server.clock.advance(61 * 60 * 1000);
+    const response = await ctx.api.get(linkPath(link));
     expect(response.status).toBe(404);
     expect(response.body).toEqual({ message: expect.any(String) });
-    expect((await api.get("/api/v1/me", { token: user.token })).body.email_verified_at).toBeNull();
+    expect((await ctx.api.get("/api/v1/me", { token: user.token })).body.email_verified_at).toBeNull();
   });
 });
 
 describe("POST /api/v1/auth/email/verification-notification", () => {
   it("sends a new link to an unverified user, and that link works", async () => {
-    const user = await registerUser(api);
+    const user = await registerUser(ctx.api);
     await waitForMails(user.email, 1);
-    const response = await api.post("/api/v1/auth/email/verification-notification", undefined, { token: user.token });
+    const response = await ctx.api.post("/api/v1/auth/email/verification-notification", undefined, {
+      token: user.token,
+    });
     expect(response.status).toBe(200);
     expect(response.body).toEqual({ message: expect.any(String) });
     const link = await latestLink(user, 2);
-    expect((await api.get(linkPath(link))).status).toBe(200);
-    expect((await api.get("/api/v1/me", { token: user.token })).body.email_verified_at).not.toBeNull();
+    expect((await ctx.api.get(linkPath(link))).status).toBe(200);
+    expect((await ctx.api.get("/api/v1/me", { token: user.token })).body.email_verified_at).not.toBeNull();
   });
 
   it("answers 200 {message} to a verified user and sends nothing", async () => {
-    const user = await registerUser(api);
+    const user = await registerUser(ctx.api);
     const link = await latestLink(user);
-    expect((await api.get(linkPath(link))).status).toBe(200);
+    expect((await ctx.api.get(linkPath(link))).status).toBe(200);
 
-    const response = await api.post("/api/v1/auth/email/verification-notification", undefined, { token: user.token });
+    const response = await ctx.api.post("/api/v1/auth/email/verification-notification", undefined, {
+      token: user.token,
+    });
     expect(response.status).toBe(200);
     expect(response.body).toEqual({ message: expect.any(String) });
 
     // A mail queued after the answer arrives; by then nothing more has gone to the verified user.
-    const sentinel = await registerUser(api);
+    const sentinel = await registerUser(ctx.api);
     await waitForMails(sentinel.email);
     expect(await mailsTo(user.email)).toHaveLength(1);
   });
 
   it("needs a token", async () => {
-    expect((await api.post("/api/v1/auth/email/verification-notification")).status).toBe(401);
+    expect((await ctx.api.post("/api/v1/auth/email/verification-notification")).status).toBe(401);
   });
 });
 
@@ -322,7 +336,10 @@ describe("InProcessJobQueue", () => {
   /** A queue whose sentinel job resolves a promise: enqueued with a delay longer than any retry. */
   function queueWith(handlers: JobHandlers) {
     const sentinelRan = deferred();
-    handlers.set(sentinel.name, { definition: sentinel as JobDefinition<unknown>, handle: async () => sentinelRan.resolve() });
+    handlers.set(sentinel.name, {
+      definition: sentinel as JobDefinition<unknown>,
+      handle: async () => sentinelRan.resolve(),
+    });
     const queue = new InProcessJobQueue(() => handlers, logger);
     return { queue, sentinelRan: sentinelRan.promise };
   }
@@ -392,7 +409,9 @@ describe("InProcessJobQueue", () => {
     let calls = 0;
     const done = deferred();
     const { queue, sentinelRan } = queueWith(
-      new Map([[slow.name, { definition: slow as JobDefinition<unknown>, handle: async () => void (calls++, done.resolve()) }]]),
+      new Map([
+        [slow.name, { definition: slow as JobDefinition<unknown>, handle: async () => void (calls++, done.resolve()) }],
+      ]),
     );
     await queue.enqueue(slow, { n: 1 }, { jobId: "same", delayMs: 20 });
     await queue.enqueue(slow, { n: 1 }, { jobId: "same", delayMs: 20 });
@@ -436,7 +455,9 @@ describe("InProcessJobQueue", () => {
 
   it("close() does not wait for jobs that have not started, and runs nothing after", async () => {
     let calls = 0;
-    const { queue } = queueWith(new Map([[slow.name, { definition: slow as JobDefinition<unknown>, handle: async () => void calls++ }]]));
+    const { queue } = queueWith(
+      new Map([[slow.name, { definition: slow as JobDefinition<unknown>, handle: async () => void calls++ }]]),
+    );
     await queue.enqueue(slow, { n: 1 }, { delayMs: 60_000 });
     await queue.close();
     expect(calls).toBe(0);

@@ -1,24 +1,23 @@
 // The platform around the API: health and readiness, the OpenAPI document and /docs, the
 // REST door's error bodies and body parsing, and data that survives a restart.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { appRouter } from "../routers/index.ts";
 import { procedureMetas } from "../server/trpc.ts";
-import { restClient, type RestClient } from "./helpers/api.ts";
+import { restClient } from "./helpers/api.ts";
 import { registerUser, uniqueEmail } from "./helpers/factories.ts";
-import { startTestServer, type TestServer } from "./helpers/server.ts";
+import { startTestServer, useTestServer } from "./helpers/server.ts";
 
-let server: TestServer;
-let api: RestClient;
+const ctx = useTestServer();
 
-beforeAll(async () => {
-  server = await startTestServer();
-  api = restClient(server.url);
-});
-// The restart test replaces `server` with the restarted one; that is the one to close.
-afterAll(() => server?.close());
-
-type Operation = { security?: unknown[]; responses?: Record<string, { content?: Record<string, { schema?: { $ref?: string } }> }> };
-type OpenApiDocument = { openapi: string; paths: Record<string, Record<string, Operation>>; components?: { schemas?: Record<string, unknown> } };
+type Operation = {
+  security?: unknown[];
+  responses?: Record<string, { content?: Record<string, { schema?: { $ref?: string } }> }>;
+};
+type OpenApiDocument = {
+  openapi: string;
+  paths: Record<string, Record<string, Operation>>;
+  components?: { schemas?: Record<string, unknown> };
+};
 
 const HTTP_METHODS = ["get", "post", "put", "patch", "delete"];
 
@@ -30,7 +29,8 @@ function operations(document: OpenApiDocument): { path: string; method: string; 
   );
 }
 
-const schemaRef = (operation: Operation, status: string) => operation.responses?.[status]?.content?.["application/json"]?.schema?.$ref;
+const schemaRef = (operation: Operation, status: string) =>
+  operation.responses?.[status]?.content?.["application/json"]?.schema?.$ref;
 
 function registration(overrides: Record<string, string> = {}) {
   return { name: "Ann", email: uniqueEmail(), password: "12345678", password_confirmation: "12345678", ...overrides };
@@ -38,12 +38,12 @@ function registration(overrides: Record<string, string> = {}) {
 
 describe("health and readiness", () => {
   it("GET /healthz answers 200", async () => {
-    const response = await api.get("/healthz");
+    const response = await ctx.api.get("/healthz");
     expect(response.status).toBe(200);
   });
 
   it("GET /readyz answers 200 with the database (and Redis, when configured) ok", async () => {
-    const response = await api.get("/readyz");
+    const response = await ctx.api.get("/readyz");
     expect(response.status).toBe(200);
     expect(response.body.checks).toEqual({ database: "ok", ...(process.env.REDIS_URL && { redis: "ok" }) });
   });
@@ -64,7 +64,7 @@ describe("health and readiness", () => {
 describe("GET /api/v1/openapi.json", () => {
   let document: OpenApiDocument;
   beforeAll(async () => {
-    const response = await api.get("/api/v1/openapi.json");
+    const response = await ctx.api.get("/api/v1/openapi.json");
     expect(response.status).toBe(200);
     expect(response.headers.get("content-type")).toMatch(/^application\/json/);
     document = response.body;
@@ -110,7 +110,7 @@ describe("GET /api/v1/openapi.json", () => {
     const protectedOperations = operations(document).filter(({ operation }) => operation.security?.length);
     for (const { path, method } of protectedOperations) {
       const url = path.replace(/\{[^}]+\}/g, "1");
-      const response = await api.call(method.toUpperCase(), url, method === "get" ? {} : { body: {} });
+      const response = await ctx.api.call(method.toUpperCase(), url, method === "get" ? {} : { body: {} });
       expect({ operation: `${method} ${path}`, status: response.status, body: response.body }).toEqual({
         operation: `${method} ${path}`,
         status: 401,
@@ -122,13 +122,13 @@ describe("GET /api/v1/openapi.json", () => {
 
 describe("GET /docs", () => {
   it("serves an HTML page that loads the Swagger UI bundle, and the bundle itself", async () => {
-    const page = await fetch(`${server.url}/docs`);
+    const page = await fetch(`${ctx.server.url}/docs`);
     expect(page.status).toBe(200);
     expect(page.headers.get("content-type")).toMatch(/^text\/html/);
     const html = await page.text();
     expect(html).toContain('src="/docs/assets/swagger-ui-bundle.js"');
 
-    const asset = await fetch(`${server.url}/docs/assets/swagger-ui-bundle.js`);
+    const asset = await fetch(`${ctx.server.url}/docs/assets/swagger-ui-bundle.js`);
     expect(asset.status).toBe(200);
     expect(asset.headers.get("content-type")).toMatch(/javascript/);
     expect((await asset.text()).length).toBeGreaterThan(0);
@@ -137,7 +137,9 @@ describe("GET /docs", () => {
 
 describe("request bodies and error bodies", () => {
   it("answers malformed JSON with 400 and a bare {message}", async () => {
-    const response = await api.post("/api/v1/auth/app/register", '{"name": "Ann",', { headers: { "Content-Type": "application/json" } });
+    const response = await ctx.api.post("/api/v1/auth/app/register", '{"name": "Ann",', {
+      headers: { "Content-Type": "application/json" },
+    });
     expect(response.status).toBe(400);
     expect(response.body).toEqual({ message: expect.any(String) });
     expect(response.body.message.length).toBeGreaterThan(0);
@@ -145,7 +147,9 @@ describe("request bodies and error bodies", () => {
 
   it("accepts application/json; charset=utf-8 like application/json", async () => {
     const body = registration();
-    const response = await api.post("/api/v1/auth/app/register", body, { headers: { "Content-Type": "application/json; charset=utf-8" } });
+    const response = await ctx.api.post("/api/v1/auth/app/register", body, {
+      headers: { "Content-Type": "application/json; charset=utf-8" },
+    });
     expect(response.status).toBe(200);
     expect(response.body).toEqual({
       access_token: expect.any(String),
@@ -156,30 +160,32 @@ describe("request bodies and error bodies", () => {
 
   it("accepts a form-urlencoded register body", async () => {
     const body = registration();
-    const response = await api.post("/api/v1/auth/app/register", new URLSearchParams(body).toString(), {
+    const response = await ctx.api.post("/api/v1/auth/app/register", new URLSearchParams(body).toString(), {
       headers: { "Content-Type": "application/x-www-form-urlencoded" },
     });
     expect(response.status).toBe(200);
     expect(response.body.user).toEqual({ id: expect.any(Number), name: "Ann", email: body.email });
-    const login = await api.post("/api/v1/auth/app/login", { email: body.email, password: body.password });
+    const login = await ctx.api.post("/api/v1/auth/app/login", { email: body.email, password: body.password });
     expect(login.status).toBe(200);
   });
 
   it("answers a text/plain body with 415 {message}", async () => {
-    const response = await api.post("/api/v1/auth/app/register", JSON.stringify(registration()), { headers: { "Content-Type": "text/plain" } });
+    const response = await ctx.api.post("/api/v1/auth/app/register", JSON.stringify(registration()), {
+      headers: { "Content-Type": "text/plain" },
+    });
     expect(response.status).toBe(415);
     expect(response.body).toEqual({ message: expect.any(String) });
   });
 
   it("answers a JSON array body with 400 {message}", async () => {
-    const response = await api.post("/api/v1/auth/app/register", [registration()]);
+    const response = await ctx.api.post("/api/v1/auth/app/register", [registration()]);
     expect(response.status).toBe(400);
     expect(response.body).toEqual({ message: expect.any(String) });
   });
 
   it("answers an unknown API route with 404 JSON {message}", async () => {
     for (const path of ["/api/v1/nope", "/nope"]) {
-      const response = await api.get(path);
+      const response = await ctx.api.get(path);
       expect(response.status, path).toBe(404);
       expect(response.headers.get("content-type"), path).toMatch(/^application\/json/);
       expect(response.body, path).toEqual({ message: expect.any(String) });
@@ -187,23 +193,26 @@ describe("request bodies and error bodies", () => {
   });
 
   it("accepts a POST without body and without Content-Type (logout)", async () => {
-    const user = await registerUser(api);
-    const response = await fetch(`${server.url}/api/v1/auth/app/logout`, {
+    const user = await registerUser(ctx.api);
+    const response = await fetch(`${ctx.server.url}/api/v1/auth/app/logout`, {
       method: "POST",
       headers: { Accept: "application/json", Authorization: `Bearer ${user.token}` },
     });
     expect(response.status).toBe(200);
     expect(await response.json()).toEqual({ message: "Logged out." });
-    expect((await api.get("/api/v1/me", { token: user.token })).status).toBe(401);
+    expect((await ctx.api.get("/api/v1/me", { token: user.token })).status).toBe(401);
   });
 });
 
 describe("restart", () => {
   it("keeps the data: a user registered before a restart signs in after it", async () => {
-    const user = await registerUser(api);
-    const restarted = await server.restart();
-    server = restarted;
-    const response = await restClient(restarted.url).post("/api/v1/auth/app/login", { email: user.email, password: user.password });
+    const user = await registerUser(ctx.api);
+    const restarted = await ctx.server.restart();
+    ctx.server = restarted;
+    const response = await restClient(restarted.url).post("/api/v1/auth/app/login", {
+      email: user.email,
+      password: user.password,
+    });
     expect(response.status).toBe(200);
     expect(response.body.user).toEqual({ id: user.id, name: user.name, email: user.email });
   });

@@ -78,7 +78,11 @@ describe.runIf(sharedServices)("with PostgreSQL and Redis shared between process
   it("an event published by one server reaches a WebSocket subscriber on another", async () => {
     const api = restClient(server.url);
     const user = await registerUser(api);
-    const client = createChatClient({ url: second.url, token: user.token, webSocket: { WebSocket: WebSocket as never } });
+    const client = createChatClient({
+      url: second.url,
+      token: user.token,
+      webSocket: { WebSocket: WebSocket as never },
+    });
     const received: unknown[] = [];
     const subscription = client.events.onUser.subscribe(undefined, { onData: (event) => received.push(event) });
     try {

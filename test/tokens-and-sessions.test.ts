@@ -2,16 +2,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { restClient, type ApiResponse, type RestClient } from "./helpers/api.ts";
 import { registerUser, type RegisteredUser } from "./helpers/factories.ts";
-import { startTestServer, type TestServer } from "./helpers/server.ts";
+import { startTestServer, useTestServer, type TestServer } from "./helpers/server.ts";
 
-let server: TestServer;
-let api: RestClient;
-
-beforeAll(async () => {
-  server = await startTestServer();
-  api = restClient(server.url);
-});
-afterAll(() => server?.close());
+const ctx = useTestServer();
 
 const ISO_WITH_OFFSET = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}\+00:00$/;
 const UNAUTHENTICATED = { message: "Unauthenticated." };
@@ -28,17 +21,22 @@ const tokenRecord = (name: string, abilities: string[]) => ({
 });
 
 function createToken(token: string, body: unknown) {
-  return api.post("/api/v1/tokens", body, { token });
+  return ctx.api.post("/api/v1/tokens", body, { token });
 }
 
 /** A personal access token of the user, made with the user's sign-in token ("*"). */
-async function personalToken(user: RegisteredUser, abilities: string[], name = "script"): Promise<{ id: string; token: string }> {
+async function personalToken(
+  user: RegisteredUser,
+  abilities: string[],
+  name = "script",
+): Promise<{ id: string; token: string }> {
   const response = await createToken(user.token, { name, abilities });
-  if (response.status !== 201) throw new Error(`token create failed: ${response.status} ${JSON.stringify(response.body)}`);
+  if (response.status !== 201)
+    throw new Error(`token create failed: ${response.status} ${JSON.stringify(response.body)}`);
   return { id: response.body.data.id, token: response.body.access_token };
 }
 
-async function listTokens(token: string, client: RestClient = api): Promise<TokenRecord[]> {
+async function listTokens(token: string, client: RestClient = ctx.api): Promise<TokenRecord[]> {
   const response = await client.get("/api/v1/tokens", { token });
   expect(response.status).toBe(200);
   return response.body.data;
@@ -58,7 +56,9 @@ function parseSetCookie(header: string): SetCookie {
     attributes: new Map(
       attributes.map((attribute): [string, string | true] => {
         const at = attribute.indexOf("=");
-        return at === -1 ? [attribute.toLowerCase(), true] : [attribute.slice(0, at).toLowerCase(), attribute.slice(at + 1)];
+        return at === -1
+          ? [attribute.toLowerCase(), true]
+          : [attribute.slice(0, at).toLowerCase(), attribute.slice(at + 1)];
       }),
     ),
   };
@@ -75,7 +75,8 @@ function sessionCookieOf(response: ApiResponse): SetCookie | undefined {
 async function webLogin(client: RestClient, user: RegisteredUser): Promise<{ cookie: string; response: ApiResponse }> {
   const response = await client.post("/api/v1/auth/web/login", { email: user.email, password: user.password });
   const session = sessionCookieOf(response);
-  if (response.status !== 200 || !session) throw new Error(`web login failed: ${response.status} ${JSON.stringify(response.body)}`);
+  if (response.status !== 200 || !session)
+    throw new Error(`web login failed: ${response.status} ${JSON.stringify(response.body)}`);
   return { cookie: `chat_session=${session.value}`, response };
 }
 
@@ -85,12 +86,16 @@ const trustedOrigin = (target: TestServer) => new URL(target.config.appUrl).orig
 
 describe("GET /api/v1/tokens", () => {
   it("lists the caller's sign-in tokens and personal access tokens with the record shape", async () => {
-    const user = await registerUser(api, { device_name: "Pixel 8" });
-    const login = await api.post("/api/v1/auth/app/login", { email: user.email, password: user.password, device_name: "iPad" });
+    const user = await registerUser(ctx.api, { device_name: "Pixel 8" });
+    const login = await ctx.api.post("/api/v1/auth/app/login", {
+      email: user.email,
+      password: user.password,
+      device_name: "iPad",
+    });
     expect(login.status).toBe(200);
     const pat = await personalToken(user, ["read"], "CI bot");
 
-    const response = await api.get("/api/v1/tokens", { token: user.token });
+    const response = await ctx.api.get("/api/v1/tokens", { token: user.token });
     expect(response.status).toBe(200);
     expect(Object.keys(response.body).sort()).toEqual(["data", "meta"]);
     expect(response.body.meta).toEqual({ total: 3 });
@@ -113,8 +118,8 @@ describe("GET /api/v1/tokens", () => {
   });
 
   it("shows only the caller's own tokens", async () => {
-    const ann = await registerUser(api);
-    const bob = await registerUser(api);
+    const ann = await registerUser(ctx.api);
+    const bob = await registerUser(ctx.api);
     const annPat = await personalToken(ann, ["read"]);
     const bobPat = await personalToken(bob, ["read"]);
     const annIds = (await listTokens(ann.token)).map((record) => record.id);
@@ -127,7 +132,7 @@ describe("GET /api/v1/tokens", () => {
   });
 
   it("answers 401 without a token", async () => {
-    const response = await api.get("/api/v1/tokens");
+    const response = await ctx.api.get("/api/v1/tokens");
     expect(response.status).toBe(401);
     expect(response.body).toEqual(UNAUTHENTICATED);
   });
@@ -135,7 +140,7 @@ describe("GET /api/v1/tokens", () => {
 
 describe("POST /api/v1/tokens", () => {
   it("returns 201 with the record, the plaintext once and the Bearer type; the new token works", async () => {
-    const user = await registerUser(api);
+    const user = await registerUser(ctx.api);
     const response = await createToken(user.token, { name: "Deploy script", abilities: ["read", "write"] });
     expect(response.status).toBe(201);
     expect(response.body).toEqual({
@@ -145,7 +150,7 @@ describe("POST /api/v1/tokens", () => {
     });
     expect(response.body.access_token).not.toBe(user.token);
 
-    const me = await api.get("/api/v1/me", { token: response.body.access_token });
+    const me = await ctx.api.get("/api/v1/me", { token: response.body.access_token });
     expect(me.status).toBe(200);
     expect(me.body).toMatchObject({ id: user.id, email: user.email });
     const listed = (await listTokens(user.token)).find((record) => record.id === response.body.data.id);
@@ -153,7 +158,7 @@ describe("POST /api/v1/tokens", () => {
   });
 
   it("accepts a 255-character name and rejects 256 with key name", async () => {
-    const user = await registerUser(api);
+    const user = await registerUser(ctx.api);
     const ok = await createToken(user.token, { name: "n".repeat(255), abilities: ["read"] });
     expect(ok.status).toBe(201);
     expect(ok.body.data.name).toBe("n".repeat(255));
@@ -166,7 +171,7 @@ describe("POST /api/v1/tokens", () => {
   });
 
   it("requires name and abilities", async () => {
-    const user = await registerUser(api);
+    const user = await registerUser(ctx.api);
     const empty = await createToken(user.token, {});
     expect(empty.status).toBe(422);
     expect(empty.body.message).toBe("The given data was invalid.");
@@ -188,25 +193,31 @@ describe("POST /api/v1/tokens", () => {
 
   it("treats a name of only spaces as missing", async () => {
     // Laravel trims input before "required"; the token would otherwise be listed without a name.
-    const user = await registerUser(api);
+    const user = await registerUser(ctx.api);
     const spaces = await createToken(user.token, { name: "   ", abilities: ["read"] });
     expect(spaces.status).toBe(422);
-    expect(spaces.body).toEqual({ message: "The given data was invalid.", errors: { name: ["The name field is required."] } });
+    expect(spaces.body).toEqual({
+      message: "The given data was invalid.",
+      errors: { name: ["The name field is required."] },
+    });
     expect((await listTokens(user.token)).map((record) => record.name)).toEqual(["sign-in"]);
   });
 
   it("trims the name", async () => {
-    const user = await registerUser(api);
+    const user = await registerUser(ctx.api);
     const response = await createToken(user.token, { name: "  Padded  ", abilities: ["read"] });
     expect(response.status).toBe(201);
     expect(response.body.data.name).toBe("Padded");
   });
 
   it("rejects an unknown ability under its dotted key", async () => {
-    const user = await registerUser(api);
+    const user = await registerUser(ctx.api);
     const first = await createToken(user.token, { name: "bad", abilities: ["admin"] });
     expect(first.status).toBe(422);
-    expect(first.body).toEqual({ message: "The given data was invalid.", errors: { "abilities.0": [expect.any(String)] } });
+    expect(first.body).toEqual({
+      message: "The given data was invalid.",
+      errors: { "abilities.0": [expect.any(String)] },
+    });
     const second = await createToken(user.token, { name: "bad", abilities: ["read", "delete-everything"] });
     expect(second.status).toBe(422);
     expect(Object.keys(second.body.errors)).toEqual(["abilities.1"]);
@@ -214,7 +225,7 @@ describe("POST /api/v1/tokens", () => {
   });
 
   it("accepts every documented ability", async () => {
-    const user = await registerUser(api);
+    const user = await registerUser(ctx.api);
     for (const ability of ["*", "read", "write", "automation", "temporary-rooms:extend"]) {
       const response = await createToken(user.token, { name: ability, abilities: [ability] });
       expect(response.status).toBe(201);
@@ -223,7 +234,7 @@ describe("POST /api/v1/tokens", () => {
   });
 
   it("lets only a full (*) token create tokens: a read+write token gets 403", async () => {
-    const user = await registerUser(api);
+    const user = await registerUser(ctx.api);
     const readWrite = await personalToken(user, ["read", "write"]);
     const refused = await createToken(readWrite.token, { name: "escalated", abilities: ["*"] });
     expect(refused.status).toBe(403);
@@ -238,7 +249,7 @@ describe("POST /api/v1/tokens", () => {
   });
 
   it("answers 401 without a token", async () => {
-    const response = await api.post("/api/v1/tokens", { name: "x", abilities: ["read"] });
+    const response = await ctx.api.post("/api/v1/tokens", { name: "x", abilities: ["read"] });
     expect(response.status).toBe(401);
     expect(response.body).toEqual(UNAUTHENTICATED);
   });
@@ -246,45 +257,45 @@ describe("POST /api/v1/tokens", () => {
 
 describe("DELETE /api/v1/tokens/{id}", () => {
   it("revokes the token: 204 with an empty body, then 401 with it and gone from the list", async () => {
-    const user = await registerUser(api);
+    const user = await registerUser(ctx.api);
     const pat = await personalToken(user, ["read"]);
-    expect((await api.get("/api/v1/me", { token: pat.token })).status).toBe(200);
+    expect((await ctx.api.get("/api/v1/me", { token: pat.token })).status).toBe(200);
 
-    const response = await api.delete(`/api/v1/tokens/${pat.id}`, { token: user.token });
+    const response = await ctx.api.delete(`/api/v1/tokens/${pat.id}`, { token: user.token });
     expect(response.status).toBe(204);
     expect(response.body).toBeUndefined();
 
-    const after = await api.get("/api/v1/me", { token: pat.token });
+    const after = await ctx.api.get("/api/v1/me", { token: pat.token });
     expect(after.status).toBe(401);
     expect(after.body).toEqual(UNAUTHENTICATED);
     expect((await listTokens(user.token)).map((record) => record.id)).not.toContain(pat.id);
     // The token used for the call is untouched.
-    expect((await api.get("/api/v1/me", { token: user.token })).status).toBe(200);
+    expect((await ctx.api.get("/api/v1/me", { token: user.token })).status).toBe(200);
   });
 
   it("answers 404 the second time", async () => {
-    const user = await registerUser(api);
+    const user = await registerUser(ctx.api);
     const pat = await personalToken(user, ["read"]);
-    expect((await api.delete(`/api/v1/tokens/${pat.id}`, { token: user.token })).status).toBe(204);
-    const again = await api.delete(`/api/v1/tokens/${pat.id}`, { token: user.token });
+    expect((await ctx.api.delete(`/api/v1/tokens/${pat.id}`, { token: user.token })).status).toBe(204);
+    const again = await ctx.api.delete(`/api/v1/tokens/${pat.id}`, { token: user.token });
     expect(again.status).toBe(404);
     expect(again.body).toEqual({ message: expect.any(String) });
   });
 
   it("answers 404 for another user's token and leaves it working", async () => {
-    const owner = await registerUser(api);
-    const stranger = await registerUser(api);
+    const owner = await registerUser(ctx.api);
+    const stranger = await registerUser(ctx.api);
     const pat = await personalToken(owner, ["read"]);
-    const response = await api.delete(`/api/v1/tokens/${pat.id}`, { token: stranger.token });
+    const response = await ctx.api.delete(`/api/v1/tokens/${pat.id}`, { token: stranger.token });
     expect(response.status).toBe(404);
     expect(response.body).toEqual({ message: expect.any(String) });
-    expect((await api.get("/api/v1/me", { token: pat.token })).status).toBe(200);
+    expect((await ctx.api.get("/api/v1/me", { token: pat.token })).status).toBe(200);
     expect((await listTokens(owner.token)).map((record) => record.id)).toContain(pat.id);
   });
 
   it("answers 404 for an id that never existed", async () => {
-    const user = await registerUser(api);
-    const response = await api.delete("/api/v1/tokens/does-not-exist", { token: user.token });
+    const user = await registerUser(ctx.api);
+    const response = await ctx.api.delete("/api/v1/tokens/does-not-exist", { token: user.token });
     expect(response.status).toBe(404);
     expect(response.body).toEqual({ message: expect.any(String) });
   });
@@ -294,58 +305,58 @@ describe("DELETE /api/v1/tokens/{id}", () => {
 
 describe("token abilities", () => {
   it("a read token can GET /me but not PATCH it", async () => {
-    const user = await registerUser(api, { name: "Reader" });
+    const user = await registerUser(ctx.api, { name: "Reader" });
     const read = await personalToken(user, ["read"]);
-    const me = await api.get("/api/v1/me", { token: read.token });
+    const me = await ctx.api.get("/api/v1/me", { token: read.token });
     expect(me.status).toBe(200);
     expect(me.body).toMatchObject({ id: user.id, name: "Reader" });
 
-    const patch = await api.patch("/api/v1/me", { name: "Changed" }, { token: read.token });
+    const patch = await ctx.api.patch("/api/v1/me", { name: "Changed" }, { token: read.token });
     expect(patch.status).toBe(403);
     expect(patch.body).toEqual(lacks("write"));
-    expect((await api.get("/api/v1/me", { token: user.token })).body.name).toBe("Reader");
+    expect((await ctx.api.get("/api/v1/me", { token: user.token })).body.name).toBe("Reader");
   });
 
   it("a write token cannot GET /me but can PATCH it", async () => {
-    const user = await registerUser(api, { name: "Writer" });
+    const user = await registerUser(ctx.api, { name: "Writer" });
     const write = await personalToken(user, ["write"]);
-    const me = await api.get("/api/v1/me", { token: write.token });
+    const me = await ctx.api.get("/api/v1/me", { token: write.token });
     expect(me.status).toBe(403);
     expect(me.body).toEqual(lacks("read"));
 
-    const patch = await api.patch("/api/v1/me", { name: "Written" }, { token: write.token });
+    const patch = await ctx.api.patch("/api/v1/me", { name: "Written" }, { token: write.token });
     expect(patch.status).toBe(200);
     expect(patch.body).toMatchObject({ id: user.id, name: "Written" });
-    expect((await api.get("/api/v1/me", { token: user.token })).body.name).toBe("Written");
+    expect((await ctx.api.get("/api/v1/me", { token: user.token })).body.name).toBe("Written");
   });
 
   it("a token without read (automation only) cannot list tokens", async () => {
-    const user = await registerUser(api);
+    const user = await registerUser(ctx.api);
     const automation = await personalToken(user, ["automation"]);
-    const response = await api.get("/api/v1/tokens", { token: automation.token });
+    const response = await ctx.api.get("/api/v1/tokens", { token: automation.token });
     expect(response.status).toBe(403);
     expect(response.body).toEqual(lacks("read"));
   });
 
   it("any token can log out, even a read-only one, and only that token is revoked", async () => {
-    const user = await registerUser(api);
+    const user = await registerUser(ctx.api);
     const read = await personalToken(user, ["read"]);
-    const response = await api.post("/api/v1/auth/app/logout", undefined, { token: read.token });
+    const response = await ctx.api.post("/api/v1/auth/app/logout", undefined, { token: read.token });
     expect(response.status).toBe(200);
     expect(response.body).toEqual({ message: "Logged out." });
-    expect((await api.get("/api/v1/me", { token: read.token })).status).toBe(401);
-    expect((await api.get("/api/v1/me", { token: user.token })).status).toBe(200);
+    expect((await ctx.api.get("/api/v1/me", { token: read.token })).status).toBe(401);
+    expect((await ctx.api.get("/api/v1/me", { token: user.token })).status).toBe(200);
     expect((await listTokens(user.token)).map((record) => record.id)).not.toContain(read.id);
   });
 
   it("sets last_used_at once the token has been used", async () => {
-    const user = await registerUser(api);
+    const user = await registerUser(ctx.api);
     const created = await createToken(user.token, { name: "fresh", abilities: ["read"] });
     expect(created.body.data.last_used_at).toBeNull();
     const find = async () => (await listTokens(user.token)).find((record) => record.id === created.body.data.id)!;
     expect((await find()).last_used_at).toBeNull();
 
-    expect((await api.get("/api/v1/me", { token: created.body.access_token })).status).toBe(200);
+    expect((await ctx.api.get("/api/v1/me", { token: created.body.access_token })).status).toBe(200);
     const used = await find();
     expect(used.last_used_at).toMatch(ISO_WITH_OFFSET);
     expect(Date.parse(used.last_used_at!)).toBeGreaterThanOrEqual(Date.parse(used.created_at));
@@ -356,8 +367,8 @@ describe("token abilities", () => {
 
 describe("web cookie session", () => {
   it("signs in with a HttpOnly, SameSite=Lax session cookie (no Secure on http) and returns {data: user}", async () => {
-    const user = await registerUser(api, { name: "Web Ann" });
-    const response = await api.post("/api/v1/auth/web/login", { email: user.email, password: user.password });
+    const user = await registerUser(ctx.api, { name: "Web Ann" });
+    const response = await ctx.api.post("/api/v1/auth/web/login", { email: user.email, password: user.password });
     expect(response.status).toBe(200);
     expect(response.body).toEqual({
       data: {
@@ -387,93 +398,116 @@ describe("web cookie session", () => {
   });
 
   it("authenticates GET /me with only the Cookie header", async () => {
-    const user = await registerUser(api);
-    const { cookie } = await webLogin(api, user);
-    const me = await api.get("/api/v1/me", { headers: { Cookie: cookie } });
+    const user = await registerUser(ctx.api);
+    const { cookie } = await webLogin(ctx.api, user);
+    const me = await ctx.api.get("/api/v1/me", { headers: { Cookie: cookie } });
     expect(me.status).toBe(200);
     expect(me.body).toMatchObject({ id: user.id, email: user.email });
     // A made-up cookie is not a session.
-    const forged = await api.get("/api/v1/me", { headers: { Cookie: "chat_session=chat_forged-value" } });
+    const forged = await ctx.api.get("/api/v1/me", { headers: { Cookie: "chat_session=chat_forged-value" } });
     expect(forged.status).toBe(401);
     expect(forged.body).toEqual(UNAUTHENTICATED);
   });
 
   it("finds the session cookie among the browser's other cookies", async () => {
-    const user = await registerUser(api);
-    const { cookie } = await webLogin(api, user);
-    const me = await api.get("/api/v1/me", { headers: { Cookie: `theme=dark; ${cookie}; _ga=GA1.1.123` } });
+    const user = await registerUser(ctx.api);
+    const { cookie } = await webLogin(ctx.api, user);
+    const me = await ctx.api.get("/api/v1/me", { headers: { Cookie: `theme=dark; ${cookie}; _ga=GA1.1.123` } });
     expect(me.status).toBe(200);
     expect(me.body.id).toBe(user.id);
   });
 
   it("answers 401, not a server error, to a garbled session cookie, and lets that browser sign in again", async () => {
     for (const value of ["%E0%A4%A", "%", "chat_%ZZ"]) {
-      const response = await api.get("/api/v1/me", { headers: { Cookie: `chat_session=${value}` } });
+      const response = await ctx.api.get("/api/v1/me", { headers: { Cookie: `chat_session=${value}` } });
       expect(response.status).toBe(401);
       expect(response.body).toEqual(UNAUTHENTICATED);
     }
-    const user = await registerUser(api);
-    const login = await api.post("/api/v1/auth/web/login", { email: user.email, password: user.password }, { headers: { Cookie: "chat_session=%E0%A4%A" } });
+    const user = await registerUser(ctx.api);
+    const login = await ctx.api.post(
+      "/api/v1/auth/web/login",
+      { email: user.email, password: user.password },
+      { headers: { Cookie: "chat_session=%E0%A4%A" } },
+    );
     expect(login.status).toBe(200);
     expect(sessionCookieOf(login)).toBeDefined();
   });
 
   it("lets the user end a browser session from the token list", async () => {
-    const user = await registerUser(api);
-    const { cookie } = await webLogin(api, user);
+    const user = await registerUser(ctx.api);
+    const { cookie } = await webLogin(ctx.api, user);
     const session = (await listTokens(user.token)).find((record) => record.name === "web session")!;
-    expect((await api.delete(`/api/v1/tokens/${session.id}`, { token: user.token })).status).toBe(204);
-    const after = await api.get("/api/v1/me", { headers: { Cookie: cookie } });
+    expect((await ctx.api.delete(`/api/v1/tokens/${session.id}`, { token: user.token })).status).toBe(204);
+    const after = await ctx.api.get("/api/v1/me", { headers: { Cookie: cookie } });
     expect(after.status).toBe(401);
     expect(after.body).toEqual(UNAUTHENTICATED);
   });
 
   it("refuses a wrong password with 422 key email and sets no cookie", async () => {
-    const user = await registerUser(api);
-    const response = await api.post("/api/v1/auth/web/login", { email: user.email, password: "wrong-password" });
+    const user = await registerUser(ctx.api);
+    const response = await ctx.api.post("/api/v1/auth/web/login", { email: user.email, password: "wrong-password" });
     expect(response.status).toBe(422);
-    expect(response.body).toEqual({ message: "The given data was invalid.", errors: { email: ["These credentials do not match our records."] } });
+    expect(response.body).toEqual({
+      message: "The given data was invalid.",
+      errors: { email: ["These credentials do not match our records."] },
+    });
     expect(sessionCookieOf(response)).toBeUndefined();
   });
 
   it("refuses a cookie-authenticated write without an Origin or from an untrusted one, accepts the app's own", async () => {
-    const user = await registerUser(api, { name: "Before" });
-    const { cookie } = await webLogin(api, user);
+    const user = await registerUser(ctx.api, { name: "Before" });
+    const { cookie } = await webLogin(ctx.api, user);
 
-    const noOrigin = await api.patch("/api/v1/me", { name: "No Origin" }, { headers: { Cookie: cookie } });
+    const noOrigin = await ctx.api.patch("/api/v1/me", { name: "No Origin" }, { headers: { Cookie: cookie } });
     expect(noOrigin.status).toBe(403);
     expect(noOrigin.body).toEqual({ message: expect.any(String) });
 
-    const evil = await api.patch("/api/v1/me", { name: "Evil" }, { headers: { Cookie: cookie, Origin: "http://evil.example" } });
+    const evil = await ctx.api.patch(
+      "/api/v1/me",
+      { name: "Evil" },
+      { headers: { Cookie: cookie, Origin: "http://evil.example" } },
+    );
     expect(evil.status).toBe(403);
     expect(evil.body).toEqual({ message: expect.any(String) });
-    expect((await api.get("/api/v1/me", { token: user.token })).body.name).toBe("Before");
+    expect((await ctx.api.get("/api/v1/me", { token: user.token })).body.name).toBe("Before");
 
-    const trusted = await api.patch("/api/v1/me", { name: "After" }, { headers: { Cookie: cookie, Origin: trustedOrigin(server) } });
+    const trusted = await ctx.api.patch(
+      "/api/v1/me",
+      { name: "After" },
+      { headers: { Cookie: cookie, Origin: trustedOrigin(ctx.server) } },
+    );
     expect(trusted.status).toBe(200);
     expect(trusted.body).toMatchObject({ id: user.id, name: "After" });
-    expect((await api.get("/api/v1/me", { token: user.token })).body.name).toBe("After");
+    expect((await ctx.api.get("/api/v1/me", { token: user.token })).body.name).toBe("After");
   });
 
   it("does not apply the Origin check to bearer-token writes", async () => {
-    const user = await registerUser(api);
-    const noOrigin = await api.patch("/api/v1/me", { name: "Bearer Write" }, { token: user.token });
+    const user = await registerUser(ctx.api);
+    const noOrigin = await ctx.api.patch("/api/v1/me", { name: "Bearer Write" }, { token: user.token });
     expect(noOrigin.status).toBe(200);
     expect(noOrigin.body.name).toBe("Bearer Write");
-    const otherOrigin = await api.patch("/api/v1/me", { name: "Bearer Elsewhere" }, { token: user.token, headers: { Origin: "http://evil.example" } });
+    const otherOrigin = await ctx.api.patch(
+      "/api/v1/me",
+      { name: "Bearer Elsewhere" },
+      { token: user.token, headers: { Origin: "http://evil.example" } },
+    );
     expect(otherOrigin.status).toBe(200);
   });
 
   it("logs out: clears the cookie and the old cookie no longer authenticates", async () => {
-    const user = await registerUser(api);
-    const { cookie } = await webLogin(api, user);
+    const user = await registerUser(ctx.api);
+    const { cookie } = await webLogin(ctx.api, user);
 
     // A cross-site page cannot log the user out either.
-    const crossSite = await api.post("/api/v1/auth/web/logout", undefined, { headers: { Cookie: cookie, Origin: "http://evil.example" } });
+    const crossSite = await ctx.api.post("/api/v1/auth/web/logout", undefined, {
+      headers: { Cookie: cookie, Origin: "http://evil.example" },
+    });
     expect(crossSite.status).toBe(403);
-    expect((await api.get("/api/v1/me", { headers: { Cookie: cookie } })).status).toBe(200);
+    expect((await ctx.api.get("/api/v1/me", { headers: { Cookie: cookie } })).status).toBe(200);
 
-    const response = await api.post("/api/v1/auth/web/logout", undefined, { headers: { Cookie: cookie, Origin: trustedOrigin(server) } });
+    const response = await ctx.api.post("/api/v1/auth/web/logout", undefined, {
+      headers: { Cookie: cookie, Origin: trustedOrigin(ctx.server) },
+    });
     expect(response.status).toBe(200);
     expect(response.body).toEqual({ message: "Logged out." });
     const cleared = sessionCookieOf(response);
@@ -482,11 +516,11 @@ describe("web cookie session", () => {
     expect(cleared!.attributes.get("max-age")).toBe("0");
     expect(cleared!.attributes.get("path")).toBe("/");
 
-    const after = await api.get("/api/v1/me", { headers: { Cookie: cookie } });
+    const after = await ctx.api.get("/api/v1/me", { headers: { Cookie: cookie } });
     expect(after.status).toBe(401);
     expect(after.body).toEqual(UNAUTHENTICATED);
     // Only the session went: the app's bearer token still works.
-    expect((await api.get("/api/v1/me", { token: user.token })).status).toBe(200);
+    expect((await ctx.api.get("/api/v1/me", { token: user.token })).status).toBe(200);
   });
 });
 
@@ -507,7 +541,9 @@ describe("web cookie session behind https", () => {
     expect(session.attributes.get("httponly")).toBe(true);
     expect(session.attributes.get("samesite")).toBe("Lax");
 
-    const logout = await secureApi.post("/api/v1/auth/web/logout", undefined, { headers: { Cookie: cookie, Origin: "https://chat.example.test" } });
+    const logout = await secureApi.post("/api/v1/auth/web/logout", undefined, {
+      headers: { Cookie: cookie, Origin: "https://chat.example.test" },
+    });
     expect(logout.status).toBe(200);
     expect(sessionCookieOf(logout)!.attributes.get("secure")).toBe(true);
   });
@@ -542,19 +578,35 @@ describe("FRONTEND_URL as a trusted origin", () => {
   it("accepts a cookie-authenticated write from the frontend's origin", async () => {
     const user = await registerUser(frontendApi);
     const { cookie } = await webLogin(frontendApi, user);
-    const response = await frontendApi.patch("/api/v1/me", { name: "From Frontend" }, { headers: { Cookie: cookie, Origin: FRONTEND } });
+    const response = await frontendApi.patch(
+      "/api/v1/me",
+      { name: "From Frontend" },
+      { headers: { Cookie: cookie, Origin: FRONTEND } },
+    );
     expect(response.status).toBe(200);
     expect(response.body).toMatchObject({ id: user.id, name: "From Frontend" });
     // The app's own origin stays trusted too; a third one does not.
-    const own = await frontendApi.patch("/api/v1/me", { name: "From App" }, { headers: { Cookie: cookie, Origin: trustedOrigin(withFrontend) } });
+    const own = await frontendApi.patch(
+      "/api/v1/me",
+      { name: "From App" },
+      { headers: { Cookie: cookie, Origin: trustedOrigin(withFrontend) } },
+    );
     expect(own.status).toBe(200);
-    const other = await frontendApi.patch("/api/v1/me", { name: "Other" }, { headers: { Cookie: cookie, Origin: "http://evil.example" } });
+    const other = await frontendApi.patch(
+      "/api/v1/me",
+      { name: "Other" },
+      { headers: { Cookie: cookie, Origin: "http://evil.example" } },
+    );
     expect(other.status).toBe(403);
   });
 
   it("answers the frontend's CORS preflight with 204 and credentials allowed", async () => {
     const response = await frontendApi.call("OPTIONS", "/api/v1/me", {
-      headers: { Origin: FRONTEND, "Access-Control-Request-Method": "PATCH", "Access-Control-Request-Headers": "content-type" },
+      headers: {
+        Origin: FRONTEND,
+        "Access-Control-Request-Method": "PATCH",
+        "Access-Control-Request-Headers": "content-type",
+      },
     });
     expect(response.status).toBe(204);
     expect(response.body).toBeUndefined();
@@ -579,7 +631,10 @@ describe("FRONTEND_URL as a trusted origin", () => {
     expect(preflight.headers.get("access-control-allow-origin")).toBeNull();
     expect(preflight.headers.get("access-control-allow-credentials")).toBeNull();
     const user = await registerUser(frontendApi);
-    const actual = await frontendApi.get("/api/v1/me", { token: user.token, headers: { Origin: "http://evil.example" } });
+    const actual = await frontendApi.get("/api/v1/me", {
+      token: user.token,
+      headers: { Origin: "http://evil.example" },
+    });
     expect(actual.status).toBe(200);
     expect(actual.headers.get("access-control-allow-origin")).toBeNull();
   });

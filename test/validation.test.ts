@@ -21,7 +21,16 @@ describe("validation messages", () => {
   });
 
   it("names the field with underscores as spaces and keys nested fields with dots", () => {
-    expect(errorsOf(schema, { display_name: "toolong", email: "x", count: 0, tags: ["a", 1], kind: "c", nested: { inner_value: 3 } })).toEqual({
+    expect(
+      errorsOf(schema, {
+        display_name: "toolong",
+        email: "x",
+        count: 0,
+        tags: ["a", 1],
+        kind: "c",
+        nested: { inner_value: 3 },
+      }),
+    ).toEqual({
       display_name: ["The display name field must not be greater than 5 characters."],
       email: ["The email field must be a valid email address."],
       count: ["The count field must be at least 1."],
@@ -44,7 +53,16 @@ describe("validation messages", () => {
 
 describe("booleanInput", () => {
   it("accepts Laravel's boolean values", () => {
-    for (const [input, expected] of [[true, true], [false, false], [1, true], [0, false], ["1", true], ["0", false], ["true", true], ["false", false]] as const) {
+    for (const [input, expected] of [
+      [true, true],
+      [false, false],
+      [1, true],
+      [0, false],
+      ["1", true],
+      ["0", false],
+      ["true", true],
+      ["false", false],
+    ] as const) {
       expect(booleanInput.parse(input)).toBe(expected);
     }
   });

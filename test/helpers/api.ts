@@ -13,7 +13,12 @@ export function restClient(baseUrl: string) {
     const response = await fetch(baseUrl + path, {
       method,
       headers,
-      body: options.body === undefined ? undefined : typeof options.body === "string" ? options.body : JSON.stringify(options.body),
+      body:
+        options.body === undefined
+          ? undefined
+          : typeof options.body === "string"
+            ? options.body
+            : JSON.stringify(options.body),
     });
     const text = await response.text();
     let body: any = text;
@@ -29,7 +34,8 @@ export function restClient(baseUrl: string) {
     get: <T = any>(path: string, options?: CallOptions) => call<T>("GET", path, options),
     post: <T = any>(path: string, body?: unknown, options?: CallOptions) => call<T>("POST", path, { ...options, body }),
     put: <T = any>(path: string, body?: unknown, options?: CallOptions) => call<T>("PUT", path, { ...options, body }),
-    patch: <T = any>(path: string, body?: unknown, options?: CallOptions) => call<T>("PATCH", path, { ...options, body }),
+    patch: <T = any>(path: string, body?: unknown, options?: CallOptions) =>
+      call<T>("PATCH", path, { ...options, body }),
     delete: <T = any>(path: string, options?: CallOptions) => call<T>("DELETE", path, options),
   };
 }

@@ -10,7 +10,13 @@ export type RegisteredUser = { id: number; name: string; email: string; password
 
 export async function registerUser(
   api: RestClient,
-  overrides: Partial<{ name: string; email: string; password: string; preferred_language: string; device_name: string }> = {},
+  overrides: Partial<{
+    name: string;
+    email: string;
+    password: string;
+    preferred_language: string;
+    device_name: string;
+  }> = {},
 ): Promise<RegisteredUser> {
   const email = overrides.email ?? uniqueEmail();
   const password = overrides.password ?? DEFAULT_PASSWORD;
@@ -24,5 +30,11 @@ export async function registerUser(
     ...(overrides.device_name && { device_name: overrides.device_name }),
   });
   if (response.status !== 200) throw new Error(`register failed: ${response.status} ${JSON.stringify(response.body)}`);
-  return { id: response.body.user.id, name, email: response.body.user.email, password, token: response.body.access_token };
+  return {
+    id: response.body.user.id,
+    name,
+    email: response.body.user.email,
+    password,
+    token: response.body.access_token,
+  };
 }

@@ -6,9 +6,11 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { randomBytes } from "node:crypto";
 import postgres from "postgres";
+import { afterAll, beforeAll } from "vitest";
 import { startApp, type App } from "../../server/app.ts";
 import { ManualClock } from "../../server/clock.ts";
 import { loadConfig, type Config } from "../../server/config.ts";
+import { restClient, type RestClient } from "./api.ts";
 
 export type TestServer = {
   app: App;
@@ -48,7 +50,10 @@ export async function startTestServer(overrides: Record<string, string> = {}): P
     LOG_LEVEL: "silent",
     APP_KEY: randomBytes(32).toString("base64url"),
     ...(database && { DATABASE_URL: database.url }),
-    ...(process.env.REDIS_URL && { REDIS_URL: process.env.REDIS_URL, REDIS_PREFIX: `test-${randomBytes(6).toString("hex")}` }),
+    ...(process.env.REDIS_URL && {
+      REDIS_URL: process.env.REDIS_URL,
+      REDIS_PREFIX: `test-${randomBytes(6).toString("hex")}`,
+    }),
     ...overrides,
   };
   const clock = new ManualClock();
@@ -76,4 +81,18 @@ export async function startTestServer(overrides: Record<string, string> = {}): P
     return server;
   }
   return boot(env.PORT!);
+}
+
+/**
+ * One server for the whole test file: started before the first test, closed after the last.
+ * A test may replace `ctx.server` (after a restart); the replacement is the one closed.
+ */
+export function useTestServer(overrides: Record<string, string> = {}): { server: TestServer; api: RestClient } {
+  const ctx = {} as { server: TestServer; api: RestClient };
+  beforeAll(async () => {
+    ctx.server = await startTestServer(overrides);
+    ctx.api = restClient(ctx.server.url);
+  });
+  afterAll(() => ctx.server?.close());
+  return ctx;
 }
