@@ -5,6 +5,8 @@ import { authRouter } from "./auth.ts";
 import { emailVerificationRouter } from "./email-verification.ts";
 import { eventsRouter } from "./events.ts";
 import { meRouter } from "./me.ts";
+import { otpRouter } from "./otp.ts";
+import { passwordResetRouter } from "./password-reset.ts";
 import { tokensRouter } from "./tokens.ts";
 
 export const appRouter = router({
@@ -12,6 +14,8 @@ export const appRouter = router({
   emailVerification: emailVerificationRouter,
   events: eventsRouter,
   me: meRouter,
+  otp: otpRouter,
+  passwordReset: passwordResetRouter,
   tokens: tokensRouter,
 });
 

@@ -1,7 +1,7 @@
 // The request context every procedure receives: dependencies, the caller (if any) and a place
 // for response status and headers (cookies, redirects) that both HTTP doors apply.
 import type { IncomingMessage } from "node:http";
-import type { AccessToken, User } from "../db/schema/index.ts";
+import { LANGUAGES, type AccessToken, type Language, type User } from "../db/schema/index.ts";
 import type { Deps } from "./deps.ts";
 import { readCookie, SESSION_COOKIE } from "./http/cookies.ts";
 import { resolveToken } from "./services/accounts/tokens.ts";
@@ -18,6 +18,8 @@ export type ResponseOverrides = { status?: number; headers: Record<string, strin
 export type RequestContext = {
   deps: Deps;
   ip: string;
+  /** The best of our languages by Accept-Language, for mail to someone with no account yet. */
+  language: Language | undefined;
   origin: string | undefined;
   auth: Auth | null;
   response: ResponseOverrides;
@@ -28,6 +30,27 @@ function bearerToken(req: IncomingMessage): string | undefined {
   if (!header) return undefined;
   const match = /^Bearer\s+(.+)$/i.exec(header.trim());
   return match?.[1]?.trim();
+}
+
+/** The first of the caller's Accept-Language preferences that we have, by quality. */
+export function acceptedLanguage(header: string | undefined): Language | undefined {
+  if (!header) return undefined;
+  const ranked = header
+    .split(",")
+    .map((part) => {
+      const [tag = "", ...params] = part.trim().split(";");
+      const quality = params.map((param) => /^\s*q=([\d.]+)/.exec(param)?.[1]).find(Boolean);
+      return { tag: tag.trim().toLowerCase(), quality: quality === undefined ? 1 : Number(quality) };
+    })
+    .filter((entry) => entry.tag && entry.quality > 0)
+    .sort((a, b) => b.quality - a.quality);
+  for (const { tag } of ranked) {
+    const match =
+      LANGUAGES.find((language) => language.toLowerCase() === tag) ??
+      LANGUAGES.find((language) => language.split("-")[0] === tag.split("-")[0]);
+    if (match) return match;
+  }
+  return undefined;
 }
 
 export function clientIp(req: IncomingMessage): string {
@@ -45,7 +68,14 @@ export async function createHttpContext(deps: Deps, req: IncomingMessage): Promi
   const auth = bearer
     ? await authenticate(deps, bearer, "bearer")
     : await authenticate(deps, readCookie(req.headers.cookie, SESSION_COOKIE), "cookie");
-  return { deps, ip: clientIp(req), origin: req.headers.origin, auth, response: { headers: {} } };
+  return {
+    deps,
+    ip: clientIp(req),
+    language: acceptedLanguage(req.headers["accept-language"]),
+    origin: req.headers.origin,
+    auth,
+    response: { headers: {} },
+  };
 }
 
 /** WebSocket connections authenticate once, with connection params `{ token }`. */
@@ -55,7 +85,14 @@ export async function createWsContext(
   connectionParams: Record<string, string | undefined> | null,
 ): Promise<RequestContext> {
   const auth = await authenticate(deps, connectionParams?.token, "connection");
-  return { deps, ip: clientIp(req), origin: req.headers.origin, auth, response: { headers: {} } };
+  return {
+    deps,
+    ip: clientIp(req),
+    language: acceptedLanguage(req.headers["accept-language"]),
+    origin: req.headers.origin,
+    auth,
+    response: { headers: {} },
+  };
 }
 
 export function appendResponseHeader(ctx: RequestContext, name: string, value: string): void {

@@ -6,6 +6,8 @@ import { randomBytes } from "node:crypto";
 
 const ID_PREFIXES = {
   accessToken: "tok",
+  oneTimeCode: "otp",
+  passwordReset: "pwr",
   workspace: "ws",
   channel: "ch",
   member: "mem",

@@ -1,25 +1,65 @@
-// Mail queue processor: renders the mail from current records and hands it to the transport.
-// A transport failure throws, so the queue retries with backoff instead of losing the mail.
+// Mail queue processor: renders each mail from current records and hands it to the
+// transport. A transport failure throws, so the queue retries with backoff instead of
+// losing the mail. A mail whose code or token was replaced meanwhile is not sent.
 import { eq } from "drizzle-orm";
-import { users } from "../db/schema/index.ts";
+import { oneTimeCodes, passwordResetTokens, users } from "../db/schema/index.ts";
+import { unseal } from "../server/crypto.ts";
 import type { Deps } from "../server/deps.ts";
 import type { JobDefinition, JobHandlers } from "../server/jobs/definition.ts";
 import { mailJobs } from "../server/mail/jobs.ts";
-import { verifyEmailMail } from "../server/mail/templates.ts";
+import { otpCodeMail, passwordResetMail, verifyEmailMail } from "../server/mail/templates.ts";
 import type { MailTransport } from "../server/mail/transport.ts";
 import { verificationLink } from "../server/services/accounts/email-verification.ts";
 
+function handler<Payload>(definition: JobDefinition<Payload>, handle: (payload: Payload) => Promise<void>) {
+  return [
+    definition.name,
+    {
+      definition: definition as JobDefinition<unknown>,
+      handle: (payload: unknown) => handle(definition.payload.parse(payload)),
+    },
+  ] as const;
+}
+
+/** Where the reset link points: the frontend when there is one, else the API's own host. */
+function resetLink(deps: Deps, token: string, email: string): string {
+  const link = new URL("/reset-password", deps.config.frontendUrl ?? deps.config.appUrl);
+  link.searchParams.set("token", token);
+  link.searchParams.set("email", email);
+  return link.toString();
+}
+
 export function mailHandlers(deps: Deps, transport: MailTransport): JobHandlers {
-  const handlers: JobHandlers = new Map();
-  handlers.set(mailJobs.verifyEmail.name, {
-    definition: mailJobs.verifyEmail as JobDefinition<unknown>,
-    handle: async (payload) => {
-      const { userId } = mailJobs.verifyEmail.payload.parse(payload);
-      const [user] = await deps.db.select().from(users).where(eq(users.id, userId)).limit(1);
+  const findUser = async (condition: ReturnType<typeof eq>) =>
+    (await deps.db.select().from(users).where(condition).limit(1))[0];
+
+  return new Map([
+    handler(mailJobs.verifyEmail, async ({ userId }) => {
+      const user = await findUser(eq(users.id, userId));
       if (!user || user.emailVerifiedAt) return;
       const mail = verifyEmailMail(user.preferredLanguage, user.name, verificationLink(deps, user));
       await transport.send({ to: user.email, ...mail });
-    },
-  });
-  return handlers;
+    }),
+
+    handler(mailJobs.otpCode, async ({ codeId, sealedCode, language }) => {
+      const [code] = await deps.db.select().from(oneTimeCodes).where(eq(oneTimeCodes.id, codeId)).limit(1);
+      if (!code) return;
+      const user = await findUser(eq(users.email, code.email));
+      const mail = otpCodeMail(user?.preferredLanguage ?? language, user?.name, unseal(deps.config.appKey, sealedCode));
+      await transport.send({ to: code.email, ...mail });
+    }),
+
+    handler(mailJobs.passwordReset, async ({ resetId, userId, sealedToken }) => {
+      const [reset] = await deps.db
+        .select()
+        .from(passwordResetTokens)
+        .where(eq(passwordResetTokens.id, resetId))
+        .limit(1);
+      const user = await findUser(eq(users.id, userId));
+      if (!reset || !user) return;
+      const token = unseal(deps.config.appKey, sealedToken);
+      const mail = passwordResetMail(user.preferredLanguage, user.name, token, resetLink(deps, token, user.email));
+      await transport.send({ to: user.email, ...mail });
+    }),
+  ]);
 }

@@ -1,9 +1,9 @@
 // POST /internal/admin-command: how `npm run cli` reaches a running server that holds the
 // embedded database (PGlite admits one process). Loopback callers only, and the request must
 // carry an HMAC of its body keyed with APP_KEY, made within the last minute.
-import { createHmac, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { z } from "zod";
+import { hmacSha256Hex, safeEqual } from "../crypto.ts";
 import type { Deps } from "../deps.ts";
 import { AdminCommandError, runAdminCommand } from "../services/accounts/admin-commands.ts";
 import { readRawBody } from "./body.ts";
@@ -13,7 +13,7 @@ export const ADMIN_ROUTE = "/internal/admin-command";
 const FRESHNESS_SECONDS = 60;
 
 export function signAdminRequest(appKey: string, timestamp: number, body: string): string {
-  return createHmac("sha256", appKey).update(`${timestamp}.${body}`).digest("hex");
+  return hmacSha256Hex(appKey, `${timestamp}.${body}`);
 }
 
 const LOOPBACK = new Set(["127.0.0.1", "::1", "::ffff:127.0.0.1"]);
@@ -27,8 +27,7 @@ export async function handleAdminCommand(deps: Deps, req: IncomingMessage, res: 
   const signature = String(req.headers["x-admin-signature"] ?? "");
   const expected = signAdminRequest(deps.config.appKey, timestamp, raw);
   const fresh = Math.abs(Date.now() / 1000 - timestamp) <= FRESHNESS_SECONDS;
-  const valid =
-    fresh && signature.length === expected.length && timingSafeEqual(Buffer.from(signature), Buffer.from(expected));
+  const valid = fresh && safeEqual(signature, expected);
   if (!valid) return sendJson(res, 401, { message: "Unauthenticated." });
   const parsed = z.object({ args: z.array(z.string()) }).safeParse(JSON.parse(raw));
   if (!parsed.success) return sendJson(res, 422, { message: "The body must be {args: string[]}." });

@@ -9,6 +9,8 @@ export const THROTTLE_RULES = {
   login: { points: 5, durationSeconds: 60 },
   /** 3 one-time-code requests a minute per e-mail. */
   otp: { points: 3, durationSeconds: 60 },
+  /** 3 password-reset mails a minute per e-mail. */
+  passwordReset: { points: 3, durationSeconds: 60 },
   /** 30 public invite previews a minute per IP. */
   invitePreview: { points: 30, durationSeconds: 60 },
 } as const;

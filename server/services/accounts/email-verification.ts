@@ -1,21 +1,20 @@
 // E-mail verification by a signed link (contract, "Sign-in details"):
 // {APP_URL}/api/v1/auth/email/verify/{id}/{sha1(email)}?expires=<unix>&signature=<hex>,
 // the signature an HMAC-SHA256 keyed with APP_KEY over the path and expiry, valid 60 minutes.
-import { createHash, createHmac, timingSafeEqual } from "node:crypto";
+import { createHash } from "node:crypto";
 import { eq } from "drizzle-orm";
 import { users, type User } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
 import { notFound } from "../../errors.ts";
 import { mailJobs } from "../../mail/jobs.ts";
+import { hmacSha256Hex, safeEqual } from "../../crypto.ts";
 
 export const VERIFICATION_LINK_LIFETIME_MS = 60 * 60 * 1000;
 export const INVALID_VERIFICATION_LINK = "This verification link is invalid or has expired.";
 
 export const sha1 = (text: string) => createHash("sha1").update(text).digest("hex");
 
-function sign(appKey: string, pathAndQuery: string): string {
-  return createHmac("sha256", appKey).update(pathAndQuery).digest("hex");
-}
+const sign = hmacSha256Hex;
 
 export function verificationLink(deps: Pick<Deps, "config" | "clock">, user: User): string {
   const expires = Math.floor((deps.clock.now().getTime() + VERIFICATION_LINK_LIFETIME_MS) / 1000);
@@ -27,12 +26,6 @@ export async function sendVerificationEmail(deps: Deps, user: User): Promise<voi
   await deps.jobs.enqueue(mailJobs.verifyEmail, { userId: user.id });
 }
 
-function safeEqualHex(a: string, b: string): boolean {
-  const left = Buffer.from(a);
-  const right = Buffer.from(b);
-  return left.length === right.length && timingSafeEqual(left, right);
-}
-
 /** Marks the e-mail verified; 404 for a tampered, expired or mismatched link. */
 export async function verifyEmail(
   deps: Deps,
@@ -41,14 +34,14 @@ export async function verifyEmail(
   const unsigned = `/api/v1/auth/email/verify/${input.id}/${input.hash}?expires=${input.expires}`;
   const expiresAt = Number(input.expires) * 1000;
   if (
-    !safeEqualHex(sign(deps.config.appKey, unsigned), input.signature) ||
+    !safeEqual(sign(deps.config.appKey, unsigned), input.signature) ||
     !Number.isFinite(expiresAt) ||
     expiresAt < deps.clock.now().getTime()
   ) {
     throw notFound(INVALID_VERIFICATION_LINK);
   }
   const [user] = await deps.db.select().from(users).where(eq(users.id, input.id)).limit(1);
-  if (!user || !safeEqualHex(sha1(user.email), input.hash)) throw notFound(INVALID_VERIFICATION_LINK);
+  if (!user || !safeEqual(sha1(user.email), input.hash)) throw notFound(INVALID_VERIFICATION_LINK);
   if (user.emailVerifiedAt) return user;
   const now = deps.clock.now();
   const [updated] = await deps.db

@@ -1,18 +1,17 @@
 // Access tokens: random, shown once, stored as SHA-256. One table serves sign-in tokens,
 // personal access tokens and web sessions (the cookie holds a session token).
-import { createHash, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { and, desc, eq, gt, isNull, ne, or, sql } from "drizzle-orm";
 import type { Database, Executor } from "../../../db/client.ts";
 import { accessTokens, users, type AccessToken, type TokenKind, type User } from "../../../db/schema/index.ts";
+import { sha256Hex } from "../../crypto.ts";
 import { newId } from "../../ids.ts";
 
 const TOKEN_PREFIX = "chat_";
 /** Writing last_used_at on every request would make each read a write; once a minute is enough. */
 const LAST_USED_RESOLUTION_MS = 60_000;
 
-export function hashToken(plaintext: string): string {
-  return createHash("sha256").update(plaintext).digest("hex");
-}
+export const hashToken = sha256Hex;
 
 export async function issueToken(
   db: Executor,
