@@ -1,5 +1,6 @@
 // Everything that sends an e-mail, end to end through a real SMTP server: one-time codes,
 // password reset and the verification mail, read from the captured messages.
+import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { eq } from "drizzle-orm";
 import { oneTimeCodes, passwordResetTokens, users } from "../db/schema/index.ts";
@@ -294,6 +295,16 @@ describe("POST /api/v1/auth/app/forgot-password and /reset-password", () => {
     expect((await reset(user.email, token, "12345678")).status).toBe(200);
   });
 
+  it("throttles reset mails to 3 a minute per e-mail", async () => {
+    const user = await registered();
+    for (let request = 1; request <= 3; request++) {
+      expect((await api.post("/api/v1/auth/app/forgot-password", { email: user.email })).status).toBe(200);
+    }
+    const blocked = await api.post("/api/v1/auth/app/forgot-password", { email: user.email });
+    expect(blocked.status).toBe(429);
+    expect(blocked.body).toEqual({ message: "Too Many Attempts." });
+  });
+
   it("writes the reset mail in the user's language", async () => {
     const user = await registered({ preferred_language: "id" });
     const { mail } = await requestReset(user.email);
@@ -332,5 +343,52 @@ describe("mail delivery over SMTP", () => {
     expect(mail.subject).toBe("Your sign-in code");
     const verified = await api.post("/api/v1/auth/app/otp/verify", { email, token: codeIn(mail) });
     expect(verified.status).toBe(200);
+  });
+});
+
+describe("logs", () => {
+  it("never contain a code, a reset token, an access token or a password", async () => {
+    const lines: string[] = [];
+    const logger = pino({ level: "trace" }, { write: (line: string) => void lines.push(line) });
+    const logged = await startTestServer({ SMTP_URL: smtp.url, APP_URL: "https://chat.example.test" }, { logger });
+    const loggedApi = restClient(logged.url);
+    try {
+      const password = "a-password-to-hide";
+      const user = await registerUser(loggedApi, { password });
+      await smtp.waitForMail(user.email);
+      await loggedApi.post("/api/v1/auth/app/login", { email: user.email, password: "wrong-password-to-hide" });
+
+      await loggedApi.post("/api/v1/auth/app/otp", { email: user.email });
+      const code = codeIn(await smtp.waitForMail(user.email, { after: 1 }));
+      const signedIn = await loggedApi.post("/api/v1/auth/app/otp/verify", { email: user.email, token: code });
+
+      await loggedApi.post("/api/v1/auth/app/forgot-password", { email: user.email });
+      const resetMail = await smtp.waitForMail(user.email, { after: 2 });
+      const resetToken = new URL(/(https:\/\/\S+reset-password\S+)/.exec(resetMail.text)![1]!).searchParams.get(
+        "token",
+      )!;
+      await loggedApi.post("/api/v1/auth/app/reset-password", {
+        email: user.email,
+        token: resetToken,
+        password: "the-new-password-to-hide",
+        password_confirmation: "the-new-password-to-hide",
+      });
+
+      const log = lines.join("");
+      expect(log).toContain("mail sent by SMTP"); // the logger did capture the service's lines
+      for (const secret of [
+        password,
+        "wrong-password-to-hide",
+        "the-new-password-to-hide",
+        code,
+        resetToken,
+        user.token,
+        signedIn.body.access_token,
+      ]) {
+        expect(log).not.toContain(secret);
+      }
+    } finally {
+      await logged.close();
+    }
   });
 });

@@ -10,6 +10,7 @@ import { afterAll, beforeAll } from "vitest";
 import { startApp, type App } from "../../server/app.ts";
 import { ManualClock } from "../../server/clock.ts";
 import { loadConfig, type Config } from "../../server/config.ts";
+import type { Logger } from "../../server/logger.ts";
 import { restClient, type RestClient } from "./api.ts";
 
 export type TestServer = {
@@ -40,7 +41,10 @@ async function createDatabase(adminUrl: string): Promise<{ url: string; drop(): 
   };
 }
 
-export async function startTestServer(overrides: Record<string, string> = {}): Promise<TestServer> {
+export async function startTestServer(
+  overrides: Record<string, string> = {},
+  options: { logger?: Logger } = {},
+): Promise<TestServer> {
   const dataDir = await mkdtemp(path.join(tmpdir(), "chat-test-"));
   const database = process.env.DATABASE_URL ? await createDatabase(process.env.DATABASE_URL) : undefined;
   const env: Record<string, string> = {
@@ -60,7 +64,7 @@ export async function startTestServer(overrides: Record<string, string> = {}): P
 
   async function boot(port: string): Promise<TestServer> {
     const config = loadConfig({ ...env, PORT: port });
-    const app = await startApp(config, { clock });
+    const app = await startApp(config, { clock, logger: options.logger });
     const server: TestServer = {
       app,
       url: app.url,
