@@ -63,11 +63,7 @@ async function authenticate(deps: Deps, plaintext: string | undefined, via: Auth
   return resolved ? { ...resolved, via } : null;
 }
 
-export async function createHttpContext(deps: Deps, req: IncomingMessage): Promise<RequestContext> {
-  const bearer = bearerToken(req);
-  const auth = bearer
-    ? await authenticate(deps, bearer, "bearer")
-    : await authenticate(deps, readCookie(req.headers.cookie, SESSION_COOKIE), "cookie");
+function contextFor(deps: Deps, req: IncomingMessage, auth: Auth | null): RequestContext {
   return {
     deps,
     ip: clientIp(req),
@@ -78,21 +74,21 @@ export async function createHttpContext(deps: Deps, req: IncomingMessage): Promi
   };
 }
 
+export async function createHttpContext(deps: Deps, req: IncomingMessage): Promise<RequestContext> {
+  const bearer = bearerToken(req);
+  const auth = bearer
+    ? await authenticate(deps, bearer, "bearer")
+    : await authenticate(deps, readCookie(req.headers.cookie, SESSION_COOKIE), "cookie");
+  return contextFor(deps, req, auth);
+}
+
 /** WebSocket connections authenticate once, with connection params `{ token }`. */
 export async function createWsContext(
   deps: Deps,
   req: IncomingMessage,
   connectionParams: Record<string, string | undefined> | null,
 ): Promise<RequestContext> {
-  const auth = await authenticate(deps, connectionParams?.token, "connection");
-  return {
-    deps,
-    ip: clientIp(req),
-    language: acceptedLanguage(req.headers["accept-language"]),
-    origin: req.headers.origin,
-    auth,
-    response: { headers: {} },
-  };
+  return contextFor(deps, req, await authenticate(deps, connectionParams?.token, "connection"));
 }
 
 export function appendResponseHeader(ctx: RequestContext, name: string, value: string): void {
