@@ -7,6 +7,7 @@ import { eventsRouter } from "./events.ts";
 import { meRouter } from "./me.ts";
 import { otpRouter } from "./otp.ts";
 import { passwordResetRouter } from "./password-reset.ts";
+import { socialRouter } from "./social.ts";
 import { tokensRouter } from "./tokens.ts";
 
 export const appRouter = router({
@@ -16,6 +17,7 @@ export const appRouter = router({
   me: meRouter,
   otp: otpRouter,
   passwordReset: passwordResetRouter,
+  social: socialRouter,
   tokens: tokensRouter,
 });
 

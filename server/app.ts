@@ -19,6 +19,8 @@ import { InProcessJobQueue } from "./jobs/in-process.ts";
 import { createLogger, type Logger } from "./logger.ts";
 import { createMailTransport } from "./mail/transport.ts";
 import { createRedis } from "./redis.ts";
+import { createSingleUseStore } from "./services/single-use-store.ts";
+import { SocialProviders } from "./services/social/providers.ts";
 import { createThrottle } from "./services/throttle.ts";
 
 export type AppOptions = { clock?: Clock; logger?: Logger };
@@ -37,14 +39,17 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
   const events = config.redisUrl
     ? new RedisEventBus(config.redisUrl, config.redisPrefix, logger)
     : new InProcessEventBus();
+  const clock = options.clock ?? systemClock;
   const deps: Deps = {
     config,
     db: database.db,
-    clock: options.clock ?? systemClock,
+    clock,
     logger,
     jobs,
     events,
     throttle: createThrottle({ redis, prefix: config.redisPrefix }),
+    singleUse: createSingleUseStore({ redis, prefix: config.redisPrefix, db: database.db, clock }),
+    social: new SocialProviders(config.socialProviders, logger),
     redis,
   };
   const mail = createMailTransport(config, logger);

@@ -73,6 +73,7 @@ const socialProviderSchema = z.object({
   AUTHORIZATION_URL: optionalUrl(/^https?$/),
   TOKEN_URL: optionalUrl(/^https?$/),
   USERINFO_URL: optionalUrl(/^https?$/),
+  SCOPES: optionalString,
 });
 
 export type SocialProviderConfig = {
@@ -84,6 +85,8 @@ export type SocialProviderConfig = {
   authorizationUrl: string | undefined;
   tokenUrl: string | undefined;
   userinfoUrl: string | undefined;
+  /** Space-separated scopes to ask for. */
+  scopes: string;
 };
 
 /** Issuers used when a well-known provider is enabled without SOCIAL_<NAME>_ISSUER. */
@@ -92,6 +95,9 @@ const DEFAULT_ISSUERS: Record<string, string> = {
   apple: "https://appleid.apple.com",
   microsoft: "https://login.microsoftonline.com/common/v2.0",
 };
+
+/** Scopes for well-known plain OAuth 2 providers when SOCIAL_<NAME>_SCOPES is unset. */
+const DEFAULT_OAUTH2_SCOPES: Record<string, string> = { github: "read:user user:email" };
 
 export type Config = {
   port: number;
@@ -174,6 +180,7 @@ function parseSocialProviders(env: NodeJS.ProcessEnv, list: string | undefined):
       authorizationUrl: values.AUTHORIZATION_URL,
       tokenUrl: values.TOKEN_URL,
       userinfoUrl: values.USERINFO_URL,
+      scopes: values.SCOPES ?? (issuer ? "openid email profile" : (DEFAULT_OAUTH2_SCOPES[name] ?? "")),
     };
   });
 }

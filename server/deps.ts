@@ -6,6 +6,8 @@ import type { Config } from "./config.ts";
 import type { EventBus } from "./events/bus.ts";
 import type { JobQueue } from "./jobs/definition.ts";
 import type { Logger } from "./logger.ts";
+import type { SingleUseStore } from "./services/single-use-store.ts";
+import type { SocialProviders } from "./services/social/providers.ts";
 import type { Throttle } from "./services/throttle.ts";
 
 export type Deps = {
@@ -16,6 +18,9 @@ export type Deps = {
   jobs: JobQueue;
   events: EventBus;
   throttle: Throttle;
+  /** Short-lived single-use values (OAuth state): Redis when configured, else the database. */
+  singleUse: SingleUseStore;
+  social: SocialProviders;
   /** Present when REDIS_URL is set. */
   redis: Redis | undefined;
 };

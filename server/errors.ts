@@ -11,7 +11,8 @@ export type ErrorKind =
   | "payload_too_large"
   | "unsupported_media_type"
   | "validation"
-  | "throttled";
+  | "throttled"
+  | "unavailable";
 
 export const VALIDATION_MESSAGE = "The given data was invalid.";
 
@@ -39,6 +40,7 @@ export const HTTP_STATUS: Record<ErrorKind, number> = {
   unsupported_media_type: 415,
   validation: 422,
   throttled: 429,
+  unavailable: 503,
 };
 
 export const unauthenticated = () => new AppError("unauthenticated", "Unauthenticated.");

@@ -30,6 +30,7 @@ const TRPC_CODE: Record<ErrorKind, TRPC_ERROR_CODE_KEY> = {
   unsupported_media_type: "UNSUPPORTED_MEDIA_TYPE",
   validation: "UNPROCESSABLE_CONTENT",
   throttled: "TOO_MANY_REQUESTS",
+  unavailable: "SERVICE_UNAVAILABLE",
 };
 
 export function appErrorToTRPC(error: AppError): TRPCError {

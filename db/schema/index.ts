@@ -1,3 +1,5 @@
 export * from "./users.ts";
 export * from "./access-tokens.ts";
 export * from "./sign-in-codes.ts";
+export * from "./social-accounts.ts";
+export * from "./ephemeral-entries.ts";
