@@ -2,6 +2,10 @@
 // HTTP and WebSocket) and as REST (/api/v1/... through trpc-to-openapi).
 import { router } from "../server/trpc.ts";
 import { authRouter } from "./auth.ts";
+import { channelsRouter } from "./channels.ts";
+import { invitesRouter } from "./invites.ts";
+import { membersRouter } from "./members.ts";
+import { workspacesRouter } from "./workspaces.ts";
 import { emailVerificationRouter } from "./email-verification.ts";
 import { eventsRouter } from "./events.ts";
 import { meRouter } from "./me.ts";
@@ -19,6 +23,10 @@ export const appRouter = router({
   passwordReset: passwordResetRouter,
   social: socialRouter,
   tokens: tokensRouter,
+  workspaces: workspacesRouter,
+  channels: channelsRouter,
+  members: membersRouter,
+  invites: invitesRouter,
 });
 
 export type AppRouter = typeof appRouter;

@@ -26,3 +26,17 @@ export function passwordConfirmed(value: { password: string; password_confirmati
 export const booleanInput = z
   .union([z.boolean(), z.literal(1), z.literal(0), z.enum(["1", "0", "true", "false"])])
   .transform((value) => value === true || value === 1 || value === "1" || value === "true");
+
+/** Workspace and channel slugs: letters, digits, dashes, underscores; at most 80. */
+export const slugInput = z
+  .string()
+  .trim()
+  .min(1)
+  .max(80)
+  .regex(/^[A-Za-z0-9_-]+$/, "The :attribute field must only contain letters, numbers, dashes, and underscores.");
+
+/** Workspace and channel passwords: 8 to 120 characters. */
+export const joinPasswordInput = z.string().min(8).max(120);
+
+/** A user id as a number or a numeric string. */
+export const userIdInput = z.union([z.number().int().positive(), z.string().regex(/^\d+$/).transform(Number)]);

@@ -2,6 +2,7 @@
 // database when DATABASE_URL is set, PGlite in a temporary DATA_DIR otherwise; with
 // REDIS_URL, a key prefix of its own so files running in parallel never share queues.
 import { mkdtemp, rm } from "node:fs/promises";
+import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { randomBytes } from "node:crypto";
@@ -23,6 +24,16 @@ export type TestServer = {
   restart(): Promise<TestServer>;
   close(): Promise<void>;
 };
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer().listen(0, "127.0.0.1", () => {
+      const { port } = probe.address() as AddressInfo;
+      probe.close(() => resolve(port));
+    });
+    probe.on("error", reject);
+  });
+}
 
 async function createDatabase(adminUrl: string): Promise<{ url: string; drop(): Promise<void> }> {
   const name = `chat_test_${randomBytes(6).toString("hex")}`;
@@ -47,8 +58,11 @@ export async function startTestServer(
 ): Promise<TestServer> {
   const dataDir = await mkdtemp(path.join(tmpdir(), "chat-test-"));
   const database = process.env.DATABASE_URL ? await createDatabase(process.env.DATABASE_URL) : undefined;
+  // A known port, so APP_URL (links in mails, invite URLs) names the real address.
+  const port = await freePort();
   const env: Record<string, string> = {
-    PORT: "0",
+    PORT: String(port),
+    APP_URL: `http://127.0.0.1:${port}`,
     HOST: "127.0.0.1",
     DATA_DIR: dataDir,
     LOG_LEVEL: "silent",

@@ -1,0 +1,127 @@
+import { z } from "zod";
+import { VISIBILITIES } from "../db/schema/index.ts";
+import { dataOf, listOf, listResponse } from "../server/records/common.ts";
+import { channelMemberRecord, channelRecord } from "../server/records/workspace.ts";
+import {
+  addToChannel,
+  createChannel,
+  deleteChannel,
+  joinChannel,
+  listChannelMembers,
+  listChannels,
+  removeFromChannel,
+  updateChannel,
+} from "../server/services/workspaces/channels.ts";
+import { authedProcedure, router } from "../server/trpc.ts";
+import { joinPasswordInput, nameInput, slugInput, userIdInput } from "./inputs.ts";
+
+const tags = ["Channels"];
+const inWorkspace = z.object({ workspace_id: z.string() });
+const channelPath = inWorkspace.extend({ id: z.string() });
+
+export const channelsRouter = router({
+  list: authedProcedure
+    .meta({
+      openapi: {
+        method: "GET",
+        path: "/api/v1/workspaces/{workspace_id}/channels",
+        tags,
+        description: "Public channels, and the private ones the caller is in.",
+      },
+    })
+    .input(inWorkspace)
+    .output(listOf(channelRecord))
+    .query(async ({ ctx, input }) => listResponse(await listChannels(ctx.deps, ctx.auth.user.id, input.workspace_id))),
+
+  create: authedProcedure
+    .meta({ successStatus: 201, openapi: { method: "POST", path: "/api/v1/workspaces/{workspace_id}/channels", tags } })
+    .input(
+      inWorkspace.extend({
+        name: nameInput(120),
+        slug: slugInput.optional(),
+        visibility: z.enum(VISIBILITIES).optional(),
+        password: joinPasswordInput.optional(),
+      }),
+    )
+    .output(dataOf(channelRecord))
+    .mutation(async ({ ctx, input }) => ({
+      data: await createChannel(ctx.deps, ctx.auth.user.id, input.workspace_id, input),
+    })),
+
+  update: authedProcedure
+    .meta({
+      openapi: {
+        method: "PUT",
+        path: "/api/v1/workspaces/{workspace_id}/channels/{id}",
+        tags,
+        description: "password null removes the password.",
+      },
+    })
+    .input(
+      channelPath.extend({
+        name: nameInput(120).optional(),
+        slug: slugInput.optional(),
+        visibility: z.enum(VISIBILITIES).optional(),
+        password: joinPasswordInput.nullable().optional(),
+      }),
+    )
+    .output(dataOf(channelRecord))
+    .mutation(async ({ ctx, input }) => ({
+      data: await updateChannel(ctx.deps, ctx.auth.user.id, input.workspace_id, input.id, input),
+    })),
+
+  delete: authedProcedure
+    .meta({
+      successStatus: 204,
+      openapi: { method: "DELETE", path: "/api/v1/workspaces/{workspace_id}/channels/{id}", tags },
+    })
+    .input(channelPath)
+    .output(z.void())
+    .mutation(async ({ ctx, input }) => {
+      await deleteChannel(ctx.deps, ctx.auth.user.id, input.workspace_id, input.id);
+    }),
+
+  join: authedProcedure
+    .meta({ openapi: { method: "POST", path: "/api/v1/workspaces/{workspace_id}/channels/{id}/join", tags } })
+    .input(channelPath.extend({ password: z.string().optional() }))
+    .output(dataOf(channelRecord))
+    .mutation(async ({ ctx, input }) => ({
+      data: await joinChannel(ctx.deps, ctx.auth.user.id, input.workspace_id, input.id, input.password),
+    })),
+
+  members: authedProcedure
+    .meta({ openapi: { method: "GET", path: "/api/v1/workspaces/{workspace_id}/channels/{id}/members", tags } })
+    .input(channelPath)
+    .output(listOf(channelMemberRecord))
+    .query(async ({ ctx, input }) =>
+      listResponse(await listChannelMembers(ctx.deps, ctx.auth.user.id, input.workspace_id, input.id)),
+    ),
+
+  addMember: authedProcedure
+    .meta({
+      successStatus: 201,
+      openapi: {
+        method: "POST",
+        path: "/api/v1/workspaces/{workspace_id}/channels/{id}/members",
+        tags,
+        description: "Owners, admins and the channel's members add a workspace member.",
+      },
+    })
+    .input(channelPath.extend({ user_id: userIdInput }))
+    .output(dataOf(channelMemberRecord))
+    .mutation(async ({ ctx, input }) => ({
+      data: await addToChannel(ctx.deps, ctx.auth.user.id, input.workspace_id, input.id, input.user_id),
+    })),
+
+  removeMember: authedProcedure
+    .meta({
+      successStatus: 204,
+      openapi: { method: "DELETE", path: "/api/v1/workspaces/{workspace_id}/channels/{id}/members/{user_id}", tags },
+    })
+    // A path parameter must be a plain zod primitive; REST path values are coerced to numbers.
+    .input(channelPath.extend({ user_id: z.number().int().positive() }))
+    .output(z.void())
+    .mutation(async ({ ctx, input }) => {
+      await removeFromChannel(ctx.deps, ctx.auth.user.id, input.workspace_id, input.id, input.user_id);
+    }),
+});

@@ -1,0 +1,238 @@
+// Channels: any member sees public channels; private channels are seen by their channel
+// members only. Owners and admins create, update and delete; members join (with the
+// channel's password when it has one) and add others to private channels they are in.
+import { and, asc, eq, exists, or } from "drizzle-orm";
+import type { Executor } from "../../../db/client.ts";
+import {
+  channelMembers,
+  channels,
+  users,
+  workspaceMembers,
+  type Channel,
+  type Visibility,
+} from "../../../db/schema/index.ts";
+import type { Deps } from "../../deps.ts";
+import { forbidden, invalidField, notFound, unprocessable } from "../../errors.ts";
+import { newId } from "../../ids.ts";
+import { toChannelMemberRecord, toChannelRecord } from "../../records/workspace.ts";
+import { hashPassword } from "../accounts/passwords.ts";
+import { canManage, requireManager, requireMember, type Membership } from "./access.ts";
+import { publishWorkspaceEvent } from "./events.ts";
+import { checkJoinPassword, insertWithSlug, SLUG_TAKEN } from "./workspaces.ts";
+
+export const CHANNEL_NOT_FOUND = "Channel not found.";
+
+const isChannelMember = (channelId: string, userId: number) =>
+  and(eq(channelMembers.channelId, channelId), eq(channelMembers.userId, userId));
+
+async function isMemberOf(db: Executor, channelId: string, userId: number): Promise<boolean> {
+  const rows = await db
+    .select({ userId: channelMembers.userId })
+    .from(channelMembers)
+    .where(isChannelMember(channelId, userId))
+    .limit(1);
+  return rows.length > 0;
+}
+
+/** The channel as the caller may see it: 404 when it is not in the workspace or is private and not theirs. */
+export async function visibleChannel(db: Executor, membership: Membership, channelId: string): Promise<Channel> {
+  const [channel] = await db
+    .select()
+    .from(channels)
+    .where(and(eq(channels.id, channelId), eq(channels.workspaceId, membership.workspace.id)))
+    .limit(1);
+  if (!channel) throw notFound(CHANNEL_NOT_FOUND);
+  if (channel.visibility === "private" && !(await isMemberOf(db, channel.id, membership.member.userId))) {
+    throw notFound(CHANNEL_NOT_FOUND);
+  }
+  return channel;
+}
+
+export async function listChannels(deps: Deps, userId: number, workspaceId: string) {
+  await requireMember(deps.db, workspaceId, userId);
+  const rows = await deps.db
+    .select()
+    .from(channels)
+    .where(
+      and(
+        eq(channels.workspaceId, workspaceId),
+        or(
+          eq(channels.visibility, "public"),
+          exists(
+            deps.db
+              .select({ one: channelMembers.userId })
+              .from(channelMembers)
+              .where(and(eq(channelMembers.channelId, channels.id), eq(channelMembers.userId, userId))),
+          ),
+        ),
+      ),
+    )
+    .orderBy(asc(channels.name), asc(channels.id));
+  return rows.map(toChannelRecord);
+}
+
+type ChannelInput = {
+  name: string;
+  slug?: string | undefined;
+  visibility?: Visibility | undefined;
+  password?: string | null | undefined;
+};
+
+export async function createChannel(deps: Deps, userId: number, workspaceId: string, input: ChannelInput) {
+  await requireManager(deps.db, workspaceId, userId);
+  const passwordHash = input.password ? await hashPassword(input.password) : null;
+  const now = deps.clock.now();
+  const channel = await deps.db.transaction(async (tx) => {
+    const created = await insertWithSlug(input.slug, input.name, "channel", async (slug) => {
+      const [row] = await tx
+        .insert(channels)
+        .values({
+          id: newId("channel", now.getTime()),
+          workspaceId,
+          name: input.name,
+          slug,
+          visibility: input.visibility ?? "public",
+          passwordHash,
+          createdBy: userId,
+          createdAt: now,
+          updatedAt: now,
+        })
+        .onConflictDoNothing({ target: [channels.workspaceId, channels.slug] })
+        .returning();
+      return row;
+    });
+    // The creator is the channel's first member (for a private channel, its only one).
+    await tx.insert(channelMembers).values({ channelId: created.id, userId, joinedAt: now });
+    return created;
+  });
+  const record = toChannelRecord(channel);
+  await publishWorkspaceEvent(deps, workspaceId, "channel.created", { channel: record });
+  return record;
+}
+
+export async function updateChannel(
+  deps: Deps,
+  userId: number,
+  workspaceId: string,
+  channelId: string,
+  input: Partial<ChannelInput>,
+) {
+  const membership = await requireManager(deps.db, workspaceId, userId);
+  const channel = await visibleChannel(deps.db, membership, channelId);
+  if (channel.isGeneral && input.visibility === "private") {
+    throw invalidField("visibility", "The general channel must stay public.");
+  }
+  const passwordHash =
+    input.password === undefined ? undefined : input.password === null ? null : await hashPassword(input.password);
+  const [updated] = await deps.db
+    .update(channels)
+    .set({
+      ...(input.name !== undefined && { name: input.name }),
+      ...(input.slug !== undefined && { slug: input.slug }),
+      ...(input.visibility !== undefined && { visibility: input.visibility }),
+      ...(passwordHash !== undefined && { passwordHash }),
+      updatedAt: deps.clock.now(),
+    })
+    .where(eq(channels.id, channel.id))
+    .returning()
+    .catch((error: unknown) => {
+      if (isUniqueViolation(error)) throw invalidField("slug", SLUG_TAKEN);
+      throw error;
+    });
+  const record = toChannelRecord(updated!);
+  await publishWorkspaceEvent(deps, workspaceId, "channel.updated", { channel: record });
+  return record;
+}
+
+function isUniqueViolation(error: unknown): boolean {
+  const code =
+    (error as { code?: string; cause?: { code?: string } }).code ??
+    (error as { cause?: { code?: string } }).cause?.code;
+  return code === "23505";
+}
+
+export async function deleteChannel(deps: Deps, userId: number, workspaceId: string, channelId: string): Promise<void> {
+  const membership = await requireManager(deps.db, workspaceId, userId);
+  const channel = await visibleChannel(deps.db, membership, channelId);
+  if (channel.isGeneral) throw unprocessable("The general channel cannot be deleted.");
+  await deps.db.delete(channels).where(eq(channels.id, channel.id));
+  await publishWorkspaceEvent(deps, workspaceId, "channel.deleted", { channel_id: channel.id });
+}
+
+/** Joins a public channel (its password when it has one); a private one only by being added. */
+export async function joinChannel(
+  deps: Deps,
+  userId: number,
+  workspaceId: string,
+  channelId: string,
+  password: string | undefined,
+) {
+  const membership = await requireMember(deps.db, workspaceId, userId);
+  const channel = await visibleChannel(deps.db, membership, channelId);
+  if (!(await isMemberOf(deps.db, channel.id, userId))) {
+    await checkJoinPassword(channel.passwordHash, password);
+    await addChannelMember(deps, workspaceId, channel.id, userId);
+  }
+  return toChannelRecord(channel);
+}
+
+async function addChannelMember(deps: Deps, workspaceId: string, channelId: string, userId: number): Promise<void> {
+  const inserted = await deps.db
+    .insert(channelMembers)
+    .values({ channelId, userId, joinedAt: deps.clock.now() })
+    .onConflictDoNothing()
+    .returning({ userId: channelMembers.userId });
+  if (inserted.length > 0) {
+    await publishWorkspaceEvent(deps, workspaceId, "member.joined", { channel_id: channelId, user_id: userId });
+  }
+}
+
+export async function listChannelMembers(deps: Deps, userId: number, workspaceId: string, channelId: string) {
+  const membership = await requireMember(deps.db, workspaceId, userId);
+  const channel = await visibleChannel(deps.db, membership, channelId);
+  const rows = await deps.db
+    .select({ user: users, joinedAt: channelMembers.joinedAt })
+    .from(channelMembers)
+    .innerJoin(users, eq(users.id, channelMembers.userId))
+    .where(eq(channelMembers.channelId, channel.id))
+    .orderBy(asc(channelMembers.joinedAt), asc(users.id));
+  return rows.map((row) => toChannelMemberRecord(channel.id, row.user, row.joinedAt));
+}
+
+/** Owners, admins and the channel's own members add workspace members to a channel. */
+export async function addToChannel(
+  deps: Deps,
+  userId: number,
+  workspaceId: string,
+  channelId: string,
+  targetUserId: number,
+) {
+  const membership = await requireMember(deps.db, workspaceId, userId);
+  const channel = await visibleChannel(deps.db, membership, channelId);
+  if (!canManage(membership.member.role) && !(await isMemberOf(deps.db, channel.id, userId))) throw forbidden();
+  const [target] = await deps.db
+    .select({ user: users })
+    .from(workspaceMembers)
+    .innerJoin(users, eq(users.id, workspaceMembers.userId))
+    .where(and(eq(workspaceMembers.workspaceId, workspaceId), eq(workspaceMembers.userId, targetUserId)));
+  if (!target) throw invalidField("user_id", "The selected user id is not a member of this workspace.");
+  await addChannelMember(deps, workspaceId, channel.id, targetUserId);
+  const [row] = await deps.db.select().from(channelMembers).where(isChannelMember(channel.id, targetUserId));
+  return toChannelMemberRecord(channel.id, target.user, row!.joinedAt);
+}
+
+/** Owners and admins remove anyone from a channel; anyone may leave. */
+export async function removeFromChannel(
+  deps: Deps,
+  userId: number,
+  workspaceId: string,
+  channelId: string,
+  targetUserId: number,
+) {
+  const membership = await requireMember(deps.db, workspaceId, userId);
+  const channel = await visibleChannel(deps.db, membership, channelId);
+  if (targetUserId !== userId && !canManage(membership.member.role)) throw forbidden();
+  const removed = await deps.db.delete(channelMembers).where(isChannelMember(channel.id, targetUserId)).returning();
+  if (removed.length === 0) throw notFound("That user is not a member of this channel.");
+  await publishWorkspaceEvent(deps, workspaceId, "member.left", { channel_id: channel.id, user_id: targetUserId });
+}
