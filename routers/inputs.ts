@@ -27,13 +27,18 @@ export const booleanInput = z
   .union([z.boolean(), z.literal(1), z.literal(0), z.enum(["1", "0", "true", "false"])])
   .transform((value) => value === true || value === 1 || value === "1" || value === "true");
 
-/** Workspace and channel slugs: letters, digits, dashes, underscores; at most 80. */
+/**
+ * Workspace and channel slugs: letters, digits, dashes, underscores; at most 80. Lower-cased,
+ * so "Acme" and "acme" are the same slug. (The pattern admits "" so that an empty slug is
+ * reported once, as required.)
+ */
 export const slugInput = z
   .string()
   .trim()
+  .toLowerCase()
   .min(1)
   .max(80)
-  .regex(/^[A-Za-z0-9_-]+$/, "The :attribute field must only contain letters, numbers, dashes, and underscores.");
+  .regex(/^[a-z0-9_-]*$/, "The :attribute field must only contain letters, numbers, dashes, and underscores.");
 
 /** Workspace and channel passwords: 8 to 120 characters. */
 export const joinPasswordInput = z.string().min(8).max(120);

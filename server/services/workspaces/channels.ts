@@ -119,8 +119,12 @@ export async function updateChannel(
 ) {
   const membership = await requireManager(deps.db, workspaceId, userId);
   const channel = await visibleChannel(deps.db, membership, channelId);
+  // Everyone belongs in #general: it stays public and open.
   if (channel.isGeneral && input.visibility === "private") {
     throw invalidField("visibility", "The general channel must stay public.");
+  }
+  if (channel.isGeneral && input.password) {
+    throw invalidField("password", "The general channel cannot have a password.");
   }
   const passwordHash =
     input.password === undefined ? undefined : input.password === null ? null : await hashPassword(input.password);
@@ -183,7 +187,7 @@ async function addChannelMember(deps: Deps, workspaceId: string, channelId: stri
     .onConflictDoNothing()
     .returning({ userId: channelMembers.userId });
   if (inserted.length > 0) {
-    await publishWorkspaceEvent(deps, workspaceId, "member.joined", { channel_id: channelId, user_id: userId });
+    await publishWorkspaceEvent(deps, workspaceId, "channel.member_joined", { channel_id: channelId, user_id: userId });
   }
 }
 
@@ -234,5 +238,8 @@ export async function removeFromChannel(
   if (targetUserId !== userId && !canManage(membership.member.role)) throw forbidden();
   const removed = await deps.db.delete(channelMembers).where(isChannelMember(channel.id, targetUserId)).returning();
   if (removed.length === 0) throw notFound("That user is not a member of this channel.");
-  await publishWorkspaceEvent(deps, workspaceId, "member.left", { channel_id: channel.id, user_id: targetUserId });
+  await publishWorkspaceEvent(deps, workspaceId, "channel.member_left", {
+    channel_id: channel.id,
+    user_id: targetUserId,
+  });
 }

@@ -5,7 +5,14 @@ import { isoTimestamp } from "../../clock.ts";
 import { newId } from "../../ids.ts";
 
 export type WorkspaceEventType =
-  "member.joined" | "member.left" | "member.updated" | "channel.created" | "channel.updated" | "channel.deleted";
+  | "member.joined"
+  | "member.left"
+  | "member.updated"
+  | "channel.created"
+  | "channel.updated"
+  | "channel.deleted"
+  | "channel.member_joined"
+  | "channel.member_left";
 
 export type WorkspaceEvent = {
   id: string;

@@ -66,12 +66,9 @@ export async function updateMember(
     if (!canManage(caller.member.role)) {
       // A member may set their own language in the workspace, never a role.
       if (!isSelf || changesRole) throw forbidden();
-    } else if (
-      caller.member.role === "admin" &&
-      (target.member.role === "owner" || input.role === "owner") &&
-      changesRole
-    ) {
-      throw forbidden("Only an owner can make or unmake owners.");
+    } else if (caller.member.role === "admin" && (target.member.role === "owner" || input.role === "owner")) {
+      // An admin neither makes owners nor touches an owner's membership in any way.
+      throw forbidden("Only an owner can make, change or remove owners.");
     }
     if (changesRole && target.member.role === "owner" && (await ownerCount(tx, workspaceId)) === 1) {
       throw invalidField("role", "The last owner of a workspace cannot be demoted.");
