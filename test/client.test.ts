@@ -6,6 +6,7 @@ import { createChatClient, TRPCClientError, type ChatClient, type UserEvent } fr
 import { restClient, type RestClient } from "./helpers/api.ts";
 import { DEFAULT_PASSWORD, registerUser, uniqueEmail } from "./helpers/factories.ts";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
+import { until } from "./helpers/wait.ts";
 
 let server: TestServer;
 let api: RestClient;
@@ -45,16 +46,6 @@ async function rejectionOf(promise: Promise<unknown>): Promise<TRPCClientError<a
   );
   expect(error).toBeInstanceOf(TRPCClientError);
   return error as TRPCClientError<any>;
-}
-
-async function until<T>(check: () => T | undefined, what: string, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
 }
 
 const registration = (overrides: Record<string, unknown> = {}) => ({

@@ -9,6 +9,7 @@ import { loadConfig } from "../server/config.ts";
 import { restClient, type ApiResponse, type RestClient } from "./helpers/api.ts";
 import { registerUser, type RegisteredUser } from "./helpers/factories.ts";
 import { startTestServer, useTestServer, type TestServer } from "./helpers/server.ts";
+import { until } from "./helpers/wait.ts";
 
 const ctx = useTestServer();
 
@@ -142,16 +143,6 @@ async function channelMemberIds(api: RestClient, workspaceId: string, channelId:
   return response.body.data.map((entry: { user_id: number }) => entry.user_id) as number[];
 }
 
-async function waitFor<T>(probe: () => T | undefined, what: string, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const value = probe();
-    if (value !== undefined) return value;
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
-
 /** Collects the events published on a workspace's stream. */
 async function recordEvents(server: TestServer, workspaceId: string) {
   const events: WorkspaceEvent[] = [];
@@ -162,7 +153,7 @@ async function recordEvents(server: TestServer, workspaceId: string) {
     events,
     unsubscribe,
     next: (type: string, match: (data: any) => boolean) =>
-      waitFor(() => events.find((event) => event.type === type && match(event.data)), `a ${type} event`),
+      until(() => events.find((event) => event.type === type && match(event.data)), `a ${type} event`),
   };
 }
 

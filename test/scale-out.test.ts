@@ -13,18 +13,9 @@ import { loadConfig } from "../server/config.ts";
 import { restClient } from "./helpers/api.ts";
 import { registerUser } from "./helpers/factories.ts";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
+import { until } from "./helpers/wait.ts";
 
 const sharedServices = Boolean(process.env.DATABASE_URL && process.env.REDIS_URL);
-
-async function waitFor<T>(probe: () => Promise<T | undefined>, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error("timed out waiting");
-}
 
 function runWorker(env: Record<string, string>): ChildProcess {
   return spawn(process.execPath, ["--import", "tsx", "workers/main.ts"], {
@@ -66,10 +57,14 @@ describe.runIf(sharedServices)("with PostgreSQL and Redis shared between process
   it("a separate worker process delivers the mail a request enqueued", async () => {
     const user = await registerUser(restClient(server.url));
     const mailDir = path.join(server.config.dataDir, "mail");
-    const file = await waitFor(async () => {
-      const files = await readdir(mailDir).catch(() => []);
-      return files.find((name) => name.endsWith(".eml"));
-    });
+    const file = await until(
+      async () => {
+        const files = await readdir(mailDir).catch(() => []);
+        return files.find((name) => name.endsWith(".eml"));
+      },
+      "the worker's mail",
+      15_000,
+    );
     const message = await readFile(path.join(mailDir, file), "utf8");
     expect(message).toContain(`To: ${user.email}`);
     expect(message).toContain("/api/v1/auth/email/verify/");
@@ -87,11 +82,15 @@ describe.runIf(sharedServices)("with PostgreSQL and Redis shared between process
     const subscription = client.events.onUser.subscribe(undefined, { onData: (event) => received.push(event) });
     try {
       // The subscription is live once the server has subscribed to the topic; retry the update until seen.
-      const event = await waitFor(async () => {
-        await api.patch("/api/v1/me", { name: "Seen Elsewhere" }, { token: user.token });
-        await new Promise((resolve) => setTimeout(resolve, 200));
-        return received[0];
-      });
+      const event = await until(
+        async () => {
+          await api.patch("/api/v1/me", { name: "Seen Elsewhere" }, { token: user.token });
+          await new Promise((resolve) => setTimeout(resolve, 200));
+          return received[0];
+        },
+        "the event on the other server",
+        15_000,
+      );
       expect(JSON.stringify(event)).toContain("Seen Elsewhere");
       expect(JSON.stringify(event)).toContain("user.updated");
     } finally {

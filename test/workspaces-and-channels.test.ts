@@ -8,6 +8,7 @@ import { createChatClient, TRPCClientError } from "../client/index.ts";
 import { channels, workspaces } from "../db/schema/index.ts";
 import { registerUser, type RegisteredUser } from "./helpers/factories.ts";
 import { useTestServer } from "./helpers/server.ts";
+import { until } from "./helpers/wait.ts";
 
 const ctx = useTestServer();
 
@@ -120,16 +121,6 @@ function expectFieldError(response: { status: number; body: any }, field: string
     message: VALIDATION_MESSAGE,
     errors: { [field]: text === undefined ? [expect.any(String)] : [text] },
   });
-}
-
-async function until<T>(check: () => T | undefined, what: string, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
 }
 
 type WorkspaceEvent = { id: string; type: string; workspace_id: string; created_at: string; data: any };
@@ -461,7 +452,11 @@ describe("slugs", () => {
     const owner = await registerUser(ctx.api);
     const slug = `Case-${randomBytes(3).toString("hex")}`;
     expect((await createWorkspace(owner, { slug })).slug).toBe(slug.toLowerCase());
-    const clash = await ctx.api.post("/api/v1/workspaces", { name: "Clash", slug: slug.toUpperCase() }, { token: owner.token });
+    const clash = await ctx.api.post(
+      "/api/v1/workspaces",
+      { name: "Clash", slug: slug.toUpperCase() },
+      { token: owner.token },
+    );
     expectFieldError(clash, "slug", "The slug has already been taken.");
   });
 
