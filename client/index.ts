@@ -18,7 +18,7 @@ import type { inferRouterInputs, inferRouterOutputs } from "@trpc/server";
 import type { AppRouter } from "../routers/index.ts";
 
 export type { AppRouter };
-export type { UserEvent } from "../server/events/user-events.ts";
+export type { StreamEvent } from "../server/events/streams.ts";
 export type RouterInputs = inferRouterInputs<AppRouter>;
 export type RouterOutputs = inferRouterOutputs<AppRouter>;
 export { TRPCClientError } from "@trpc/client";

@@ -1,15 +1,11 @@
-// Live events over WebSocket (or SSE): typed subscriptions, not REST.
-import { tracked } from "@trpc/server";
-import { topicMessages } from "../server/events/stream.ts";
-import { userEvent, userTopic } from "../server/events/user-events.ts";
+// Live events of everything the user can see: their own account, their workspaces' membership
+// and channel changes, and messages in their channels and conversations.
+import { userEvents } from "../server/services/messaging/live.ts";
 import { authedProcedure, router } from "../server/trpc.ts";
+import { resumable, trackedEvents } from "./live.ts";
 
 export const eventsRouter = router({
-  /** Everything that happens to the caller's own account, as it happens. */
-  onUser: authedProcedure.subscription(async function* ({ ctx, signal }) {
-    for await (const message of topicMessages(ctx.deps.events, userTopic(ctx.auth.user.id), signal)) {
-      const event = userEvent.parse(message);
-      yield tracked(event.id, event);
-    }
+  onUser: authedProcedure.input(resumable.optional()).subscription(async function* ({ ctx, input, signal }) {
+    yield* trackedEvents(await userEvents(ctx.deps, ctx.auth, { lastEventId: input?.lastEventId }, signal));
   }),
 });

@@ -3,12 +3,14 @@
 import { router } from "../server/trpc.ts";
 import { authRouter } from "./auth.ts";
 import { channelsRouter } from "./channels.ts";
+import { directRouter } from "./direct.ts";
 import { invitesRouter } from "./invites.ts";
 import { membersRouter } from "./members.ts";
 import { workspacesRouter } from "./workspaces.ts";
 import { emailVerificationRouter } from "./email-verification.ts";
 import { eventsRouter } from "./events.ts";
 import { meRouter } from "./me.ts";
+import { messagesRouter } from "./messages.ts";
 import { otpRouter } from "./otp.ts";
 import { passwordResetRouter } from "./password-reset.ts";
 import { socialRouter } from "./social.ts";
@@ -27,6 +29,8 @@ export const appRouter = router({
   channels: channelsRouter,
   members: membersRouter,
   invites: invitesRouter,
+  messages: messagesRouter,
+  direct: directRouter,
 });
 
 export type AppRouter = typeof appRouter;

@@ -12,6 +12,7 @@ import type { Config } from "./config.ts";
 import { createWsContext } from "./context.ts";
 import type { Deps } from "./deps.ts";
 import { InProcessEventBus, RedisEventBus } from "./events/bus.ts";
+import { dispatchPendingEvents } from "./events/streams.ts";
 import { createRequestListener } from "./http/host.ts";
 import { startBullMqWorkers, BullMqJobQueue } from "./jobs/bullmq.ts";
 import type { JobHandlers, JobQueue } from "./jobs/definition.ts";
@@ -97,6 +98,12 @@ export async function startApp(config: Config, options: AppOptions = {}): Promis
     return { ok: Object.values(checks).every((check) => check === "ok"), checks };
   };
 
+  // Publishes events a crash left unpublished, and prunes events past the retention window.
+  const dispatcher = setInterval(() => {
+    dispatchPendingEvents(deps).catch((error: unknown) => deps.logger.warn({ err: error }, "event dispatch failed"));
+  }, 10_000);
+  dispatcher.unref();
+
   const server = createServer(createRequestListener(deps, appRouter, readiness));
   const wss = new WebSocketServer({ noServer: true });
   const wsHandler = applyWSSHandler({
@@ -135,6 +142,7 @@ export async function startApp(config: Config, options: AppOptions = {}): Promis
         await httpClosed;
         clearTimeout(forceAfter);
         await new Promise<void>((resolve) => wss.close(() => resolve()));
+        clearInterval(dispatcher);
         await stopWorkers?.();
         await core.close();
       })()),

@@ -74,7 +74,12 @@ function contextFor(deps: Deps, req: IncomingMessage, auth: Auth | null): Reques
   };
 }
 
-export async function createHttpContext(deps: Deps, req: IncomingMessage): Promise<RequestContext> {
+export async function createHttpContext(
+  deps: Deps,
+  req: IncomingMessage,
+  connectionToken?: string,
+): Promise<RequestContext> {
+  if (connectionToken) return contextFor(deps, req, await authenticate(deps, connectionToken, "connection"));
   const bearer = bearerToken(req);
   const auth = bearer
     ? await authenticate(deps, bearer, "bearer")

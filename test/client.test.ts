@@ -2,7 +2,7 @@
 // HTTP batching, typed errors, and live events over the client's WebSocket link.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import { createChatClient, TRPCClientError, type ChatClient, type UserEvent } from "../client/index.ts";
+import { createChatClient, TRPCClientError, type ChatClient, type StreamEvent } from "../client/index.ts";
 import { restClient, type RestClient } from "./helpers/api.ts";
 import { DEFAULT_PASSWORD, registerUser, uniqueEmail } from "./helpers/factories.ts";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
@@ -230,7 +230,7 @@ describe("typed errors", () => {
 });
 
 describe("live events over the WebSocket link", () => {
-  type Received = { id: string | undefined; event: UserEvent };
+  type Received = { id: string | undefined; event: StreamEvent };
 
   /** Subscribes to events.onUser; collects what onData gets, unwrapping tracked envelopes. */
   function subscribe(client: ChatClient) {
@@ -245,11 +245,11 @@ describe("live events over the WebSocket link", () => {
       onData: (value) => {
         raw.push(value);
         // tracked() events reach the client as { id, data } envelopes.
-        const envelope = value as unknown as { id?: string; data?: UserEvent };
+        const envelope = value as unknown as { id?: string; data?: StreamEvent };
         const event =
           envelope.data && typeof envelope.data === "object" && "type" in envelope.data
             ? envelope.data
-            : (value as unknown as UserEvent);
+            : (value as unknown as StreamEvent);
         received.push({ id: envelope.id, event });
       },
       onError: (error) => errors.push(error),
@@ -267,7 +267,7 @@ describe("live events over the WebSocket link", () => {
     // the first event comes through.
     const deadline = Date.now() + 10_000;
     let attempt = 0;
-    while (!live.received.some(({ event }) => event.data.user.name.startsWith("Subscriber renamed"))) {
+    while (!live.received.some(({ event }) => (event.data.user as { name: string; id: number }).name.startsWith("Subscriber renamed"))) {
       if (Date.now() > deadline) throw new Error("no user.updated event arrived");
       attempt++;
       const patched = await api.patch("/api/v1/me", { name: `Subscriber renamed ${attempt}` }, { token: me.token });
@@ -280,7 +280,7 @@ describe("live events over the WebSocket link", () => {
     expect((await api.patch("/api/v1/me", { name: "Other renamed" }, { token: other.token })).status).toBe(200);
     expect((await api.patch("/api/v1/me", { name: "Final name" }, { token: me.token })).status).toBe(200);
     const final = await until(
-      () => live.received.find(({ event }) => event.data.user.name === "Final name"),
+      () => live.received.find(({ event }) => (event.data.user as { name: string; id: number }).name === "Final name"),
       "the final event",
     );
 
@@ -297,10 +297,10 @@ describe("live events over the WebSocket link", () => {
     });
     for (const { id, event } of live.received) {
       expect(event.type).toBe("user.updated");
-      expect(event.data.user.id).toBe(me.id);
+      expect((event.data.user as { name: string; id: number }).id).toBe(me.id);
       expect(id).toEqual(expect.any(String));
     }
-    expect(live.received.map(({ event }) => event.data.user.name)).not.toContain("Other renamed");
+    expect(live.received.map(({ event }) => (event.data.user as { name: string; id: number }).name)).not.toContain("Other renamed");
     expect(new Set(live.received.map(({ id }) => id)).size).toBe(live.received.length);
     live.subscription.unsubscribe();
   });

@@ -965,7 +965,7 @@ describe("events on the workspace stream", () => {
       const channel = await createChannel(owner, workspace.id, { name: "Announcements" });
       const created = await stream.next("channel.created", (event) => event.data.channel?.id === channel.id);
       expect(created).toEqual({
-        id: expect.stringMatching(/^evt_/),
+        id: expect.stringMatching(/^\d+$/),
         type: "channel.created",
         workspace_id: workspace.id,
         created_at: expect.stringMatching(ISO_WITH_OFFSET),
@@ -984,7 +984,7 @@ describe("events on the workspace stream", () => {
       expect((await ctx.api.delete(channelPath(workspace.id, channel.id), { token: owner.token })).status).toBe(204);
       const deleted = await stream.next("channel.deleted");
       expect(deleted).toMatchObject({
-        id: expect.stringMatching(/^evt_/),
+        id: expect.stringMatching(/^\d+$/),
         type: "channel.deleted",
         workspace_id: workspace.id,
         created_at: expect.stringMatching(ISO_WITH_OFFSET),
@@ -1003,7 +1003,7 @@ describe("events on the workspace stream", () => {
       await join(joiner!, workspace.id);
       const joined = await stream.next("member.joined");
       expect(joined).toMatchObject({
-        id: expect.stringMatching(/^evt_/),
+        id: expect.stringMatching(/^\d+$/),
         type: "member.joined",
         workspace_id: workspace.id,
         created_at: expect.stringMatching(ISO_WITH_OFFSET),

@@ -4,3 +4,4 @@ export * from "./sign-in-codes.ts";
 export * from "./social-accounts.ts";
 export * from "./ephemeral-entries.ts";
 export * from "./workspaces.ts";
+export * from "./messages.ts";

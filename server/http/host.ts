@@ -22,7 +22,9 @@ export function createRequestListener(deps: Deps, router: AppRouter, readiness: 
   const rpc = createHTTPHandler({
     router,
     basePath: "/trpc/",
-    createContext: ({ req }) => createHttpContext(deps, req),
+    // Subscriptions over SSE (httpSubscriptionLink) cannot send headers: they pass the token
+    // as a connection parameter, like WebSocket clients.
+    createContext: ({ req, info }) => createHttpContext(deps, req, info.connectionParams?.token),
     responseMeta: ({ ctx, errors }) => {
       const headers: Record<string, string | string[]> = { ...(ctx as RequestContext | undefined)?.response.headers };
       const retryAfter = errors

@@ -18,6 +18,6 @@ export async function updateProfile(
     })
     .where(eq(users.id, userId))
     .returning();
-  await publishUserUpdated(deps.events, user!, deps.clock.now());
+  await publishUserUpdated(deps, user!);
   return user!;
 }

@@ -1,8 +1,7 @@
-// Membership and channel events on a workspace's stream (topic "workspace:<id>"), through the
-// event seam; live delivery to subscribers is the messaging work's.
+// Membership and channel events on a workspace's stream, through the durable event store
+// (server/events/streams.ts), so subscribers can resume after a reconnect.
 import type { Deps } from "../../deps.ts";
-import { isoTimestamp } from "../../clock.ts";
-import { newId } from "../../ids.ts";
+import { emitEvent, streams, type StreamEvent } from "../../events/streams.ts";
 
 export type WorkspaceEventType =
   | "member.joined"
@@ -14,29 +13,13 @@ export type WorkspaceEventType =
   | "channel.member_joined"
   | "channel.member_left";
 
-export type WorkspaceEvent = {
-  id: string;
-  type: WorkspaceEventType;
-  workspace_id: string;
-  created_at: string;
-  data: Record<string, unknown>;
-};
+export const workspaceTopic = streams.workspace;
 
-export const workspaceTopic = (workspaceId: string) => `workspace:${workspaceId}`;
-
-export async function publishWorkspaceEvent(
+export function publishWorkspaceEvent(
   deps: Deps,
   workspaceId: string,
   type: WorkspaceEventType,
   data: Record<string, unknown>,
-): Promise<void> {
-  const now = deps.clock.now();
-  const event: WorkspaceEvent = {
-    id: newId("event", now.getTime()),
-    type,
-    workspace_id: workspaceId,
-    created_at: isoTimestamp(now),
-    data,
-  };
-  await deps.events.publish(workspaceTopic(workspaceId), event);
+): Promise<StreamEvent> {
+  return emitEvent(deps, { stream: streams.workspace(workspaceId), type, scope: { workspace_id: workspaceId }, data });
 }

@@ -18,6 +18,7 @@ import { newId } from "../../ids.ts";
 import { toMemberRecord, toWorkspaceRecord } from "../../records/workspace.ts";
 import { hashPassword, verifyPassword } from "../accounts/passwords.ts";
 import { memberCount, requireMember, WORKSPACE_NOT_FOUND } from "./access.ts";
+import { emitEvent, streams } from "../../events/streams.ts";
 import { publishWorkspaceEvent } from "./events.ts";
 import { slugCandidates, slugify } from "./slugs.ts";
 
@@ -161,8 +162,15 @@ export async function announceJoin(deps: Deps, workspaceId: string, memberId: st
     .from(workspaceMembers)
     .innerJoin(users, eq(users.id, workspaceMembers.userId))
     .where(eq(workspaceMembers.id, memberId));
-  if (row)
-    await publishWorkspaceEvent(deps, workspaceId, "member.joined", { member: toMemberRecord(row.member, row.user) });
+  if (!row) return;
+  await publishWorkspaceEvent(deps, workspaceId, "member.joined", { member: toMemberRecord(row.member, row.user) });
+  // The new member's own stream learns of it too: their live subscription follows them in.
+  await emitEvent(deps, {
+    stream: streams.user(row.user.id),
+    type: "workspace.joined",
+    scope: { workspace_id: workspaceId },
+    data: {},
+  });
 }
 
 export async function joinWorkspace(deps: Deps, userId: number, workspaceId: string, password: string | undefined) {

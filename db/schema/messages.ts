@@ -1,0 +1,104 @@
+import { sql } from "drizzle-orm";
+import { bigint, boolean, index, integer, jsonb, pgTable, text, uniqueIndex } from "drizzle-orm/pg-core";
+import { timestamps, timestamptz } from "./columns.ts";
+import { users } from "./users.ts";
+import { channels, workspaces } from "./workspaces.ts";
+
+export const MESSAGE_TYPES = ["text", "notice", "system"] as const;
+export type MessageType = (typeof MESSAGE_TYPES)[number];
+
+/** One-to-one conversations; the pair is stored ordered (user_a_id < user_b_id) so it is unique. */
+export const conversations = pgTable(
+  "conversations",
+  {
+    id: text("id").primaryKey(),
+    userAId: integer("user_a_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    userBId: integer("user_b_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    lastMessageId: text("last_message_id"),
+    ...timestamps,
+  },
+  (table) => [
+    uniqueIndex("conversations_user_a_id_user_b_id_idx").on(table.userAId, table.userBId),
+    index("conversations_user_b_id_idx").on(table.userBId),
+  ],
+);
+
+/** Channel messages (workspace_id + channel_id) and direct messages (conversation_id). */
+export const messages = pgTable(
+  "messages",
+  {
+    // Time-ordered ids: history pages by id, newest first.
+    id: text("id").primaryKey(),
+    workspaceId: text("workspace_id").references(() => workspaces.id, { onDelete: "cascade" }),
+    channelId: text("channel_id").references(() => channels.id, { onDelete: "cascade" }),
+    conversationId: text("conversation_id").references(() => conversations.id, { onDelete: "cascade" }),
+    authorUserId: integer("author_user_id").references(() => users.id, { onDelete: "set null" }),
+    /** Bot posts (inbound webhooks) carry the webhook and its display name and avatar. */
+    authorWebhookId: text("author_webhook_id"),
+    authorName: text("author_name"),
+    authorAvatarUrl: text("author_avatar_url"),
+    content: text("content").notNull().default(""),
+    type: text("type").$type<MessageType>().notNull().default("text"),
+    parentMessageId: text("parent_message_id"),
+    replyCount: integer("reply_count").notNull().default(0),
+    skipTranslation: boolean("skip_translation").notNull().default(false),
+    ...timestamps,
+  },
+  (table) => [
+    // Channel history (top-level messages, newest first) and threads.
+    index("messages_channel_id_id_idx").on(table.channelId, table.id).where(sql`${table.parentMessageId} is null`),
+    index("messages_parent_message_id_id_idx").on(table.parentMessageId, table.id),
+    index("messages_conversation_id_id_idx").on(table.conversationId, table.id),
+  ],
+);
+
+/** Uploaded files: staged by their uploader, then claimed by one message. */
+export const attachments = pgTable(
+  "attachments",
+  {
+    id: text("id").primaryKey(),
+    uploaderId: integer("uploader_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    messageId: text("message_id").references(() => messages.id, { onDelete: "cascade" }),
+    filename: text("filename").notNull(),
+    mimeType: text("mime_type").notNull(),
+    size: bigint("size", { mode: "number" }).notNull(),
+    /** Where the bytes are in the storage driver (local path or S3 key). */
+    storageKey: text("storage_key").notNull(),
+    createdAt: timestamptz("created_at").notNull().defaultNow(),
+  },
+  (table) => [
+    index("attachments_message_id_idx").on(table.messageId),
+    index("attachments_uploader_id_created_at_idx").on(table.uploaderId, table.createdAt),
+  ],
+);
+
+/**
+ * Live events, kept for a retention window so a reconnecting subscriber can resume from the
+ * last id it saw. Ids come from one sequence, so they increase within every stream and one
+ * id can resume a subscription that spans several streams.
+ */
+export const streamEvents = pgTable(
+  "stream_events",
+  {
+    id: bigint("id", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    stream: text("stream").notNull(),
+    payload: jsonb("payload").notNull(),
+    createdAt: timestamptz("created_at").notNull().defaultNow(),
+    /** Null until handed to the event bus; the dispatcher publishes what a crash left behind. */
+    publishedAt: timestamptz("published_at"),
+  },
+  (table) => [
+    index("stream_events_stream_id_idx").on(table.stream, table.id),
+    index("stream_events_unpublished_idx").on(table.id).where(sql`${table.publishedAt} is null`),
+  ],
+);
+
+export type Message = typeof messages.$inferSelect;
+export type Conversation = typeof conversations.$inferSelect;
+export type Attachment = typeof attachments.$inferSelect;

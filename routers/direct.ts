@@ -1,0 +1,95 @@
+// Direct (one-to-one) chat.
+import { z } from "zod";
+import { dataOf, listOf, listResponse } from "../server/records/common.ts";
+import { conversationRecord, participantRecord } from "../server/records/conversation.ts";
+import { messageRecord } from "../server/records/message.ts";
+import {
+  listConversations,
+  listDirectMessages,
+  openConversation,
+  postDirectMessage,
+  resolveRecipient,
+} from "../server/services/messaging/direct.ts";
+import { conversationEvents } from "../server/services/messaging/live.ts";
+import { authedProcedure, router } from "../server/trpc.ts";
+import { emailInput, userIdInput } from "./inputs.ts";
+import { resumable, trackedEvents } from "./live.ts";
+import { contentOrAttachments, messageBody, messagePageOutput, pageInput } from "./messages.ts";
+
+const tags = ["Direct chat"];
+const conversationPath = z.object({ conversation_id: z.string() });
+
+export const directRouter = router({
+  list: authedProcedure
+    .meta({
+      openapi: {
+        method: "GET",
+        path: "/api/v1/direct-conversations",
+        tags,
+        description: "The caller's conversations, most recently active first.",
+      },
+    })
+    .input(z.void())
+    .output(listOf(conversationRecord))
+    .query(async ({ ctx }) => listResponse(await listConversations(ctx.deps, ctx.auth.user.id))),
+
+  open: authedProcedure
+    .meta({
+      successStatus: 201,
+      openapi: {
+        method: "POST",
+        path: "/api/v1/direct-conversations",
+        tags,
+        description: "Create-or-get: 201 when created, 200 when it existed.",
+      },
+    })
+    .input(z.object({ participant_user_id: userIdInput }))
+    .output(dataOf(conversationRecord))
+    .mutation(async ({ ctx, input }) => {
+      const { created, record } = await openConversation(ctx.deps, ctx.auth.user.id, input.participant_user_id);
+      if (!created) ctx.response.status = 200;
+      return { data: record };
+    }),
+
+  resolve: authedProcedure
+    .meta({ ability: "read", openapi: { method: "POST", path: "/api/v1/direct-recipients/resolve", tags } })
+    .input(z.object({ email: emailInput }))
+    .output(dataOf(participantRecord))
+    .mutation(async ({ ctx, input }) => ({ data: await resolveRecipient(ctx.deps, input.email) })),
+
+  messages: authedProcedure
+    .meta({ openapi: { method: "GET", path: "/api/v1/direct-conversations/{conversation_id}/messages", tags } })
+    .input(conversationPath.extend(pageInput))
+    .output(messagePageOutput)
+    .query(({ ctx, input }) => listDirectMessages(ctx.deps, ctx.auth.user.id, input.conversation_id, input)),
+
+  post: authedProcedure
+    .meta({
+      successStatus: 201,
+      openapi: { method: "POST", path: "/api/v1/direct-conversations/{conversation_id}/messages", tags },
+    })
+    .input(conversationPath.extend(messageBody).superRefine(contentOrAttachments))
+    .output(dataOf(messageRecord))
+    .mutation(async ({ ctx, input }) => ({
+      data: await postDirectMessage(ctx.deps, ctx.auth.user.id, input.conversation_id, {
+        content: input.content,
+        attachmentIds: input.attachment_ids,
+      }),
+    })),
+
+  /** Live: the conversation's events. */
+  onConversation: authedProcedure.input(conversationPath.extend(resumable.shape)).subscription(async function* ({
+    ctx,
+    input,
+    signal,
+  }) {
+    yield* trackedEvents(
+      await conversationEvents(
+        ctx.deps,
+        ctx.auth,
+        { conversationId: input.conversation_id, lastEventId: input.lastEventId },
+        signal,
+      ),
+    );
+  }),
+});

@@ -1,0 +1,130 @@
+// Channel messages: history, threads, posting, and the channel's live stream.
+import { z } from "zod";
+import { MESSAGE_TYPES } from "../db/schema/index.ts";
+import { dataOf } from "../server/records/common.ts";
+import { messageRecord } from "../server/records/message.ts";
+import { listChannelMessages, postChannelMessage } from "../server/services/messaging/channel-messages.ts";
+import { channelEvents, startTyping } from "../server/services/messaging/live.ts";
+import { authedProcedure, router } from "../server/trpc.ts";
+import { booleanInput } from "./inputs.ts";
+import { resumable, trackedEvents } from "./live.ts";
+
+const tags = ["Messages"];
+const channelPath = z.object({ workspace_id: z.string(), channel_id: z.string() });
+
+export const messagePageOutput = z.object({
+  data: z.array(messageRecord),
+  meta: z.object({ next_cursor: z.string().nullable().describe("pass as `before` for the next (older) page") }),
+});
+
+export const pageInput = {
+  limit: z.number().int().min(1).max(100).optional(),
+  before: z.string().optional(),
+};
+
+/** Laravel's required_without: content is required unless attachments are sent. */
+export function contentOrAttachments(
+  value: { content?: string | undefined; attachment_ids?: string[] | undefined },
+  ctx: z.RefinementCtx,
+) {
+  if (!value.content?.trim() && !(value.attachment_ids && value.attachment_ids.length > 0)) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["content"],
+      message: "The content field is required when attachment ids is not present.",
+    });
+  }
+}
+
+export const messageBody = {
+  content: z.string().max(40_000).optional(),
+  attachment_ids: z.array(z.string()).max(10).optional(),
+};
+
+export const messagesRouter = router({
+  list: authedProcedure
+    .meta({
+      openapi: {
+        method: "GET",
+        path: "/api/v1/workspaces/{workspace_id}/channels/{channel_id}/messages",
+        tags,
+        description:
+          "Newest first. `limit` 1..100 (default 50), `before` a message id; `parent_message_id` lists a thread.",
+      },
+    })
+    .input(channelPath.extend({ ...pageInput, parent_message_id: z.string().optional() }))
+    .output(messagePageOutput)
+    .query(({ ctx, input }) =>
+      listChannelMessages(
+        ctx.deps,
+        ctx.auth.user.id,
+        { workspaceId: input.workspace_id, channelId: input.channel_id },
+        { limit: input.limit, before: input.before, parentMessageId: input.parent_message_id },
+      ),
+    ),
+
+  post: authedProcedure
+    .meta({
+      successStatus: 201,
+      openapi: { method: "POST", path: "/api/v1/workspaces/{workspace_id}/channels/{channel_id}/messages", tags },
+    })
+    .input(
+      channelPath
+        .extend({
+          ...messageBody,
+          parent_message_id: z.string().nullable().optional(),
+          type: z.enum(MESSAGE_TYPES).nullable().optional(),
+          skip_translation: booleanInput.nullable().optional(),
+        })
+        .superRefine(contentOrAttachments),
+    )
+    .output(dataOf(messageRecord))
+    .mutation(async ({ ctx, input }) => ({
+      data: await postChannelMessage(
+        ctx.deps,
+        ctx.auth.user.id,
+        { workspaceId: input.workspace_id, channelId: input.channel_id },
+        {
+          content: input.content,
+          attachmentIds: input.attachment_ids,
+          parentMessageId: input.parent_message_id,
+          type: input.type,
+          skipTranslation: input.skip_translation,
+        },
+      ),
+    })),
+
+  /** Live: message events of one channel, until the caller loses access to it. */
+  onChannel: authedProcedure.input(channelPath.extend(resumable.shape)).subscription(async function* ({
+    ctx,
+    input,
+    signal,
+  }) {
+    const events = await channelEvents(
+      ctx.deps,
+      ctx.auth,
+      { workspaceId: input.workspace_id, channelId: input.channel_id, lastEventId: input.lastEventId },
+      signal,
+    );
+    yield* trackedEvents(events);
+  }),
+
+  /** Tells the channel's or conversation's subscribers that the caller is typing. */
+  typing: authedProcedure
+    .input(
+      z.object({
+        workspace_id: z.string().optional(),
+        channel_id: z.string().optional(),
+        conversation_id: z.string().optional(),
+      }),
+    )
+    .output(z.object({ message: z.string() }))
+    .mutation(async ({ ctx, input }) => {
+      await startTyping(ctx.deps, ctx.auth, {
+        workspaceId: input.workspace_id,
+        channelId: input.channel_id,
+        conversationId: input.conversation_id,
+      });
+      return { message: "ok" };
+    }),
+});

@@ -1,0 +1,148 @@
+// One-to-one conversations: create-or-get with another user, list the caller's, and their
+// messages. Only the two participants see anything of a conversation (404 otherwise).
+import { and, desc, eq, inArray, or } from "drizzle-orm";
+import { conversations, messages, users, type Conversation } from "../../../db/schema/index.ts";
+import type { Deps } from "../../deps.ts";
+import { invalidField, notFound } from "../../errors.ts";
+import { emitEvent, streams } from "../../events/streams.ts";
+import { newId } from "../../ids.ts";
+import { toConversationRecord, toParticipantRecord } from "../../records/conversation.ts";
+import type { MessageRecord } from "../../records/message.ts";
+import { normaliseEmail } from "../accounts/sign-in.ts";
+import { messagePage } from "./history.ts";
+import { postMessage } from "./post-message.ts";
+
+export const CONVERSATION_NOT_FOUND = "Conversation not found.";
+export const USER_NOT_FOUND = "No user has that e-mail address.";
+
+const otherUserId = (conversation: Conversation, userId: number) =>
+  conversation.userAId === userId ? conversation.userBId : conversation.userAId;
+
+/** The conversation when the caller is in it; 404 otherwise. */
+export async function requireParticipant(deps: Deps, userId: number, conversationId: string): Promise<Conversation> {
+  const [conversation] = await deps.db
+    .select()
+    .from(conversations)
+    .where(
+      and(
+        eq(conversations.id, conversationId),
+        or(eq(conversations.userAId, userId), eq(conversations.userBId, userId)),
+      ),
+    )
+    .limit(1);
+  if (!conversation) throw notFound(CONVERSATION_NOT_FOUND);
+  return conversation;
+}
+
+async function lastMessages(deps: Deps, ids: string[]): Promise<Map<string, MessageRecord>> {
+  if (ids.length === 0) return new Map();
+  const page = await messagePage(deps.db, deps.config.appUrl, inArray(messages.id, ids), { limit: ids.length });
+  return new Map(page.data.map((message) => [message.id, message]));
+}
+
+/** Create-or-get; `created` tells which (201 or 200). */
+export async function openConversation(deps: Deps, userId: number, participantUserId: number) {
+  if (participantUserId === userId)
+    throw invalidField("participant_user_id", "You cannot start a conversation with yourself.");
+  const [other] = await deps.db.select().from(users).where(eq(users.id, participantUserId)).limit(1);
+  if (!other) throw notFound("User not found.");
+  const [userAId, userBId] = userId < participantUserId ? [userId, participantUserId] : [participantUserId, userId];
+  const now = deps.clock.now();
+  const [inserted] = await deps.db
+    .insert(conversations)
+    .values({ id: newId("conversation", now.getTime()), userAId, userBId, createdAt: now, updatedAt: now })
+    .onConflictDoNothing({ target: [conversations.userAId, conversations.userBId] })
+    .returning();
+  const conversation =
+    inserted ??
+    (
+      await deps.db
+        .select()
+        .from(conversations)
+        .where(and(eq(conversations.userAId, userAId), eq(conversations.userBId, userBId)))
+    )[0]!;
+  if (inserted) {
+    for (const participant of [userAId, userBId]) {
+      await emitEvent(deps, {
+        stream: streams.user(participant),
+        type: "conversation.created",
+        scope: { conversation_id: conversation.id },
+        data: {},
+      });
+    }
+  }
+  const last = await lastMessages(deps, conversation.lastMessageId ? [conversation.lastMessageId] : []);
+  return {
+    created: Boolean(inserted),
+    record: toConversationRecord(
+      conversation,
+      other,
+      conversation.lastMessageId ? (last.get(conversation.lastMessageId) ?? null) : null,
+    ),
+  };
+}
+
+export async function listConversations(deps: Deps, userId: number) {
+  const rows = await deps.db
+    .select()
+    .from(conversations)
+    .where(or(eq(conversations.userAId, userId), eq(conversations.userBId, userId)))
+    .orderBy(desc(conversations.updatedAt), desc(conversations.id));
+  const others = rows.length
+    ? await deps.db
+        .select()
+        .from(users)
+        .where(
+          inArray(
+            users.id,
+            rows.map((row) => otherUserId(row, userId)),
+          ),
+        )
+    : [];
+  const usersById = new Map(others.map((user) => [user.id, user]));
+  const last = await lastMessages(
+    deps,
+    rows.flatMap((row) => (row.lastMessageId ? [row.lastMessageId] : [])),
+  );
+  return rows.map((row) =>
+    toConversationRecord(
+      row,
+      usersById.get(otherUserId(row, userId))!,
+      row.lastMessageId ? (last.get(row.lastMessageId) ?? null) : null,
+    ),
+  );
+}
+
+export async function resolveRecipient(deps: Deps, email: string) {
+  const [user] = await deps.db
+    .select()
+    .from(users)
+    .where(eq(users.email, normaliseEmail(email)))
+    .limit(1);
+  if (!user || !user.isActive) throw notFound(USER_NOT_FOUND);
+  return toParticipantRecord(user);
+}
+
+export async function listDirectMessages(
+  deps: Deps,
+  userId: number,
+  conversationId: string,
+  page: { limit?: number | undefined; before?: string | undefined },
+) {
+  const conversation = await requireParticipant(deps, userId, conversationId);
+  return messagePage(deps.db, deps.config.appUrl, eq(messages.conversationId, conversation.id), page);
+}
+
+export async function postDirectMessage(
+  deps: Deps,
+  userId: number,
+  conversationId: string,
+  input: { content?: string | undefined; attachmentIds?: string[] | undefined },
+) {
+  const conversation = await requireParticipant(deps, userId, conversationId);
+  return postMessage(deps, {
+    author: { type: "user", userId },
+    target: { kind: "conversation", conversationId: conversation.id },
+    ...input,
+  });
+}

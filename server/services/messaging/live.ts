@@ -1,0 +1,142 @@
+// Live subscriptions (tRPC over WebSocket or SSE): a channel, a conversation, or everything
+// the user can see. Each checks access first, resumes from lastEventId, and ends when the
+// subscriber loses access (removed from the channel or workspace, channel deleted).
+import { eq, or } from "drizzle-orm";
+import { channelMembers, conversations, workspaceMembers } from "../../../db/schema/index.ts";
+import type { Auth } from "../../context.ts";
+import type { Deps } from "../../deps.ts";
+import { isoTimestamp } from "../../clock.ts";
+import { streamSubscription, streams, type StreamEvent } from "../../events/streams.ts";
+import { invalidField } from "../../errors.ts";
+import { requireMember } from "../workspaces/access.ts";
+import { visibleChannel } from "../workspaces/channels.ts";
+import { requireParticipant } from "./direct.ts";
+
+type Signal = AbortSignal | undefined;
+
+/** Whether a workspace event takes away the user's access to the channel. */
+function losesChannel(event: StreamEvent, userId: number, channelId: string): boolean {
+  const data = event.data as { user_id?: number; channel_id?: string };
+  if (event.type === "channel.deleted") return data.channel_id === channelId;
+  if (event.type === "channel.member_left") return data.user_id === userId && data.channel_id === channelId;
+  if (event.type === "member.left") return data.user_id === userId;
+  return false;
+}
+
+export async function channelEvents(
+  deps: Deps,
+  auth: Auth,
+  input: { workspaceId: string; channelId: string; lastEventId?: string | null | undefined },
+  signal: Signal,
+) {
+  const membership = await requireMember(deps.db, input.workspaceId, auth.user.id);
+  const channel = await visibleChannel(deps.db, membership, input.channelId);
+  return streamSubscription({
+    db: deps.db,
+    bus: deps.events,
+    topics: [streams.channel(channel.id), streams.workspace(input.workspaceId)],
+    lastEventId: input.lastEventId,
+    signal,
+    watch: async (event) => {
+      if (event.channel_id === channel.id) return undefined;
+      return losesChannel(event, auth.user.id, channel.id) ? "end" : "skip";
+    },
+  });
+}
+
+export async function conversationEvents(
+  deps: Deps,
+  auth: Auth,
+  input: { conversationId: string; lastEventId?: string | null | undefined },
+  signal: Signal,
+) {
+  const conversation = await requireParticipant(deps, auth.user.id, input.conversationId);
+  return streamSubscription({
+    db: deps.db,
+    bus: deps.events,
+    topics: [streams.conversation(conversation.id)],
+    lastEventId: input.lastEventId,
+    signal,
+  });
+}
+
+/** The user's own stream, and those of their workspaces, channels and conversations. */
+async function userTopics(deps: Deps, userId: number): Promise<string[]> {
+  const [workspaceRows, channelRows, conversationRows] = await Promise.all([
+    deps.db
+      .select({ id: workspaceMembers.workspaceId })
+      .from(workspaceMembers)
+      .where(eq(workspaceMembers.userId, userId)),
+    deps.db.select({ id: channelMembers.channelId }).from(channelMembers).where(eq(channelMembers.userId, userId)),
+    deps.db
+      .select({ id: conversations.id })
+      .from(conversations)
+      .where(or(eq(conversations.userAId, userId), eq(conversations.userBId, userId))),
+  ]);
+  return [
+    streams.user(userId),
+    ...workspaceRows.map((row) => streams.workspace(row.id)),
+    ...channelRows.map((row) => streams.channel(row.id)),
+    ...conversationRows.map((row) => streams.conversation(row.id)),
+  ];
+}
+
+const MEMBERSHIP_EVENTS = new Set([
+  "member.joined",
+  "member.left",
+  "channel.member_joined",
+  "channel.member_left",
+  "channel.deleted",
+  "workspace.joined",
+  "conversation.created",
+]);
+
+export async function userEvents(
+  deps: Deps,
+  auth: Auth,
+  input: { lastEventId?: string | null | undefined },
+  signal: Signal,
+) {
+  return streamSubscription({
+    db: deps.db,
+    bus: deps.events,
+    topics: await userTopics(deps, auth.user.id),
+    lastEventId: input.lastEventId,
+    signal,
+    // Membership changed: follow the user's current channels and conversations.
+    watch: async (event) => (MEMBERSHIP_EVENTS.has(event.type) ? userTopics(deps, auth.user.id) : undefined),
+  });
+}
+
+/**
+ * "Someone is typing": ephemeral, not stored and not resumable. Sent on the channel's or
+ * conversation's stream to the people who may see it.
+ */
+export async function startTyping(
+  deps: Deps,
+  auth: Auth,
+  input: { workspaceId?: string | undefined; channelId?: string | undefined; conversationId?: string | undefined },
+) {
+  let stream: string;
+  let scope: Pick<StreamEvent, "workspace_id" | "channel_id" | "conversation_id">;
+  if (input.conversationId) {
+    const conversation = await requireParticipant(deps, auth.user.id, input.conversationId);
+    stream = streams.conversation(conversation.id);
+    scope = { conversation_id: conversation.id };
+  } else if (input.workspaceId && input.channelId) {
+    const membership = await requireMember(deps.db, input.workspaceId, auth.user.id);
+    const channel = await visibleChannel(deps.db, membership, input.channelId);
+    stream = streams.channel(channel.id);
+    scope = { workspace_id: input.workspaceId, channel_id: channel.id };
+  } else {
+    throw invalidField("conversation_id", "Name a conversation, or a workspace and channel.");
+  }
+  const event: StreamEvent = {
+    id: "",
+    type: "typing",
+    ...scope,
+    created_at: isoTimestamp(deps.clock.now()),
+    data: { user: { id: auth.user.id, name: auth.user.name } },
+  };
+  await deps.events.publish(stream, event);
+}

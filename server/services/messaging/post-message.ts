@@ -1,0 +1,128 @@
+// The only way a message is created: by a user (REST or RPC), and later by an inbound webhook
+// or in a temporary room. In one transaction: access, parent, attachments claimed, message
+// inserted, its events recorded; after commit the events are published.
+import { and, eq, inArray, isNull, sql } from "drizzle-orm";
+import type { Transaction } from "../../../db/client.ts";
+import { attachments, conversations, messages, users, type MessageType } from "../../../db/schema/index.ts";
+import type { Deps } from "../../deps.ts";
+import { invalidField } from "../../errors.ts";
+import { publishEvents, recordEvents, streams, type EventEntry } from "../../events/streams.ts";
+import { newId } from "../../ids.ts";
+import { toMessageRecord, type MessageRecord } from "../../records/message.ts";
+
+export type MessageAuthor =
+  { type: "user"; userId: number } | { type: "bot"; webhookId: string; name: string; avatarUrl: string | null };
+
+export type MessageTarget =
+  { kind: "channel"; workspaceId: string; channelId: string } | { kind: "conversation"; conversationId: string };
+
+export type PostMessageInput = {
+  author: MessageAuthor;
+  /** The caller has already checked that the author may post here (see channel/direct services). */
+  target: MessageTarget;
+  content?: string | undefined;
+  attachmentIds?: string[] | undefined;
+  parentMessageId?: string | null | undefined;
+  type?: MessageType | null | undefined;
+  skipTranslation?: boolean | null | undefined;
+};
+
+/** Claims the poster's staged files, in order; 422 attachment_ids.N for the first that is not theirs to claim. */
+async function claimAttachments(tx: Transaction, uploaderId: number | null, ids: string[], messageId: string) {
+  if (ids.length === 0) return [];
+  const unique = [...new Set(ids)];
+  const claimed = uploaderId
+    ? await tx
+        .update(attachments)
+        .set({ messageId })
+        .where(
+          and(inArray(attachments.id, unique), eq(attachments.uploaderId, uploaderId), isNull(attachments.messageId)),
+        )
+        .returning()
+    : [];
+  const byId = new Map(claimed.map((attachment) => [attachment.id, attachment]));
+  const missing = ids.findIndex((id) => !byId.has(id));
+  if (missing !== -1 || unique.length !== ids.length) {
+    const index = missing !== -1 ? missing : ids.findIndex((id, position) => ids.indexOf(id) !== position);
+    throw invalidField(
+      `attachment_ids.${index}`,
+      "The attachment is not a file you uploaded, or it is already attached.",
+    );
+  }
+  return ids.map((id) => byId.get(id)!);
+}
+
+async function checkParent(tx: Transaction, target: MessageTarget, parentId: string): Promise<void> {
+  if (target.kind !== "channel") throw invalidField("parent_message_id", "Threads exist in channels only.");
+  // Counting the reply on the parent also proves the parent exists in this channel and is top-level.
+  const [parent] = await tx
+    .update(messages)
+    .set({ replyCount: sql`${messages.replyCount} + 1` })
+    .where(and(eq(messages.id, parentId), eq(messages.channelId, target.channelId), isNull(messages.parentMessageId)))
+    .returning({ id: messages.id });
+  if (!parent)
+    throw invalidField("parent_message_id", "The parent message must be a top-level message of this channel.");
+}
+
+export async function postMessage(deps: Deps, input: PostMessageInput): Promise<MessageRecord> {
+  const now = deps.clock.now();
+  const id = newId("message", now.getTime());
+  const authorUserId = input.author.type === "user" ? input.author.userId : null;
+  const { record, recorded } = await deps.db.transaction(async (tx) => {
+    if (input.parentMessageId) await checkParent(tx, input.target, input.parentMessageId);
+    const row: typeof messages.$inferInsert = {
+      id,
+      workspaceId: input.target.kind === "channel" ? input.target.workspaceId : null,
+      channelId: input.target.kind === "channel" ? input.target.channelId : null,
+      conversationId: input.target.kind === "conversation" ? input.target.conversationId : null,
+      authorUserId,
+      authorWebhookId: input.author.type === "bot" ? input.author.webhookId : null,
+      authorName: input.author.type === "bot" ? input.author.name : null,
+      authorAvatarUrl: input.author.type === "bot" ? input.author.avatarUrl : null,
+      content: input.content ?? "",
+      type: input.type ?? "text",
+      parentMessageId: input.parentMessageId ?? null,
+      skipTranslation: input.skipTranslation ?? false,
+      createdAt: now,
+      updatedAt: now,
+    };
+    const [message] = await tx.insert(messages).values(row).returning();
+    const claimed = await claimAttachments(tx, authorUserId, input.attachmentIds ?? [], id);
+    if (input.target.kind === "conversation") {
+      await tx
+        .update(conversations)
+        .set({ lastMessageId: id, updatedAt: now })
+        .where(eq(conversations.id, input.target.conversationId));
+    }
+    const [author] = authorUserId
+      ? await tx
+          .select({ id: users.id, name: users.name, avatarUrl: users.avatarUrl })
+          .from(users)
+          .where(eq(users.id, authorUserId))
+      : [null];
+    const record = toMessageRecord(message!, author ?? null, claimed, deps.config.appUrl);
+    const recorded = await recordEvents(tx, now, messageEvents(input.target, "message.created", record));
+    return { record, recorded };
+  });
+  await publishEvents(deps, recorded);
+  return record;
+}
+
+/** A message event on its channel's or conversation's stream. */
+export function messageEvents(target: MessageTarget, type: string, record: MessageRecord): EventEntry[] {
+  return [
+    target.kind === "channel"
+      ? {
+          stream: streams.channel(target.channelId),
+          type,
+          scope: { workspace_id: target.workspaceId, channel_id: target.channelId },
+          data: { message: record },
+        }
+      : {
+          stream: streams.conversation(target.conversationId),
+          type,
+          scope: { conversation_id: target.conversationId },
+          data: { message: record },
+        },
+  ];
+}
