@@ -8,6 +8,7 @@ import {
   createTRPCClient,
   createWSClient,
   httpBatchLink,
+  httpSubscriptionLink,
   splitLink,
   wsLink,
   type OperationLink,
@@ -30,6 +31,11 @@ export type ChatClientOptions = {
   token?: string;
   /** Overrides for the WebSocket client (e.g. a WebSocket implementation outside browsers and Node 22+). */
   webSocket?: { WebSocket?: typeof globalThis.WebSocket; lazy?: boolean };
+  /**
+   * How subscriptions travel: one WebSocket (default), or server-sent events over HTTP for
+   * clients that cannot open a WebSocket (needs a global EventSource, or pass one).
+   */
+  subscriptions?: "websocket" | { sse: { EventSource?: typeof globalThis.EventSource } };
 };
 
 export type ChatClient = TRPCClient<AppRouter> & { close(): void };
@@ -50,11 +56,18 @@ export function createChatClient(options: ChatClientOptions): ChatClient {
     links: [
       splitLink({
         condition: (operation) => operation.type === "subscription",
-        // Built at the first subscription, so HTTP-only use needs no WebSocket implementation.
-        true: (runtime) => {
-          let link: OperationLink<AppRouter> | undefined;
-          return (operation) => (link ??= wsLink<AppRouter>({ client: getWsClient() })(runtime))(operation);
-        },
+        true:
+          typeof options.subscriptions === "object"
+            ? httpSubscriptionLink({
+                url: `${base}/trpc`,
+                connectionParams: () => (options.token ? { token: options.token } : {}),
+                EventSource: options.subscriptions.sse.EventSource,
+              })
+            : // Built at the first subscription, so HTTP-only use needs no WebSocket implementation.
+              (runtime) => {
+                let link: OperationLink<AppRouter> | undefined;
+                return (operation) => (link ??= wsLink<AppRouter>({ client: getWsClient() })(runtime))(operation);
+              },
         false: httpBatchLink({ url: `${base}/trpc`, headers: authHeaders }),
       }),
     ],
