@@ -78,18 +78,16 @@ export const directRouter = router({
     })),
 
   /** Live: the conversation's events. */
-  onConversation: authedProcedure.input(conversationPath.extend(resumable.shape)).subscription(async function* ({
-    ctx,
-    input,
-    signal,
-  }) {
-    yield* trackedEvents(
-      await conversationEvents(
-        ctx.deps,
-        ctx.auth,
-        { conversationId: input.conversation_id, lastEventId: input.lastEventId },
-        signal,
+  onConversation: authedProcedure
+    .input(conversationPath.extend(resumable.shape))
+    .subscription(async ({ ctx, input, signal }) =>
+      trackedEvents(
+        await conversationEvents(
+          ctx.deps,
+          ctx.auth,
+          { conversationId: input.conversation_id, lastEventId: input.lastEventId },
+          signal,
+        ),
       ),
-    );
-  }),
+    ),
 });

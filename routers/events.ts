@@ -5,7 +5,9 @@ import { authedProcedure, router } from "../server/trpc.ts";
 import { resumable, trackedEvents } from "./live.ts";
 
 export const eventsRouter = router({
-  onUser: authedProcedure.input(resumable.optional()).subscription(async function* ({ ctx, input, signal }) {
-    yield* trackedEvents(await userEvents(ctx.deps, ctx.auth, { lastEventId: input?.lastEventId }, signal));
-  }),
+  onUser: authedProcedure
+    .input(resumable.optional())
+    .subscription(async ({ ctx, input, signal }) =>
+      trackedEvents(await userEvents(ctx.deps, ctx.auth, { lastEventId: input?.lastEventId }, signal)),
+    ),
 });

@@ -95,19 +95,20 @@ export const messagesRouter = router({
     })),
 
   /** Live: message events of one channel, until the caller loses access to it. */
-  onChannel: authedProcedure.input(channelPath.extend(resumable.shape)).subscription(async function* ({
-    ctx,
-    input,
-    signal,
-  }) {
-    const events = await channelEvents(
-      ctx.deps,
-      ctx.auth,
-      { workspaceId: input.workspace_id, channelId: input.channel_id, lastEventId: input.lastEventId },
-      signal,
-    );
-    yield* trackedEvents(events);
-  }),
+  // The resolver checks access before returning the stream, so a refusal is a typed error
+  // (NOT_FOUND), not a failure inside the stream.
+  onChannel: authedProcedure
+    .input(channelPath.extend(resumable.shape))
+    .subscription(async ({ ctx, input, signal }) =>
+      trackedEvents(
+        await channelEvents(
+          ctx.deps,
+          ctx.auth,
+          { workspaceId: input.workspace_id, channelId: input.channel_id, lastEventId: input.lastEventId },
+          signal,
+        ),
+      ),
+    ),
 
   /** Tells the channel's or conversation's subscribers that the caller is typing. */
   typing: authedProcedure

@@ -2,7 +2,7 @@
 // caused it, when there is one), then published on the event bus under its stream's topic.
 // A subscriber subscribes first, replays what it missed since its last event id from the
 // table, then receives live events, each exactly once.
-import { and, asc, gt, inArray, isNull, lt } from "drizzle-orm";
+import { and, asc, gt, inArray, isNull, lt, max } from "drizzle-orm";
 import type { Database, Executor } from "../../db/client.ts";
 import { streamEvents } from "../../db/schema/index.ts";
 import { isoTimestamp } from "../clock.ts";
@@ -117,10 +117,19 @@ async function replay(db: Database, topics: string[], afterId: string): Promise<
   return rows.map((row) => toRecordedEvent(row).event);
 }
 
+/** The id of the newest stored event: a subscription's starting position. */
+async function currentPosition(db: Database): Promise<string> {
+  const [row] = await db.select({ id: max(streamEvents.id) }).from(streamEvents);
+  return String(row?.id ?? 0);
+}
+
 /**
- * The events of a changing set of streams: subscribe first (buffering), replay from the
- * store what came after `lastEventId`, then yield live events, skipping any already
- * replayed. `watch` may end the subscription or change its topics (membership changes).
+ * The events of a changing set of streams, each with the position to resume from: subscribe
+ * first (buffering), replay from the store what came after `lastEventId`, then yield live
+ * events, skipping any already replayed. `watch` may end the subscription or change its
+ * topics (membership changes); topics gained are replayed from the event that added them.
+ * Ephemeral events (typing, no id) carry the current position, which starts at the newest
+ * stored event, so resuming from one never replays history from before the subscription.
  */
 export async function* streamSubscription(options: {
   db: Database;
@@ -133,7 +142,7 @@ export async function* streamSubscription(options: {
    * (access lost), a topic list replaces the topics (membership changed).
    */
   watch?: (event: StreamEvent) => Promise<"end" | "skip" | string[] | undefined>;
-}): AsyncGenerator<StreamEvent> {
+}): AsyncGenerator<[position: string, event: StreamEvent]> {
   const pending: StreamEvent[] = [];
   let wake: (() => void) | undefined;
   const listener = (message: unknown) => {
@@ -141,6 +150,7 @@ export async function* streamSubscription(options: {
     wake?.();
   };
   const unsubscribers = new Map<string, () => void>();
+  /** Subscribes to the new topics, drops the old ones; returns the topics gained. */
   const setTopics = async (topics: string[]) => {
     for (const [topic, unsubscribe] of unsubscribers) {
       if (!topics.includes(topic)) {
@@ -148,38 +158,57 @@ export async function* streamSubscription(options: {
         unsubscribers.delete(topic);
       }
     }
+    const added: string[] = [];
     for (const topic of topics) {
-      if (!unsubscribers.has(topic)) unsubscribers.set(topic, await options.bus.subscribe(topic, listener));
+      if (!unsubscribers.has(topic)) {
+        unsubscribers.set(topic, await options.bus.subscribe(topic, listener));
+        added.push(topic);
+      }
     }
+    return added;
   };
-  const aborted = new Promise<void>((resolve) =>
-    options.signal?.addEventListener("abort", () => resolve(), { once: true }),
-  );
+  // Abort wakes the wait below. (Racing each wait against one long-lived "aborted" promise
+  // would leave a reaction on that promise per wait, kept until the subscription ends.)
+  const onAbort = () => wake?.();
+  options.signal?.addEventListener("abort", onAbort, { once: true });
   try {
     await setTopics(options.topics);
     const delivered = new Set<string>();
+    let position = options.lastEventId ?? (await currentPosition(options.db));
+    const advance = (event: StreamEvent) => {
+      if (event.id && Number(event.id) > Number(position)) position = event.id;
+    };
     if (options.lastEventId) {
       for (const event of await replay(options.db, options.topics, options.lastEventId)) {
         delivered.add(event.id);
-        if ((await options.watch?.(event)) !== "skip") yield event;
+        advance(event);
+        if ((await options.watch?.(event)) !== "skip") yield [position, event];
       }
     }
     while (!options.signal?.aborted) {
       const event = pending.shift();
       if (!event) {
-        await Promise.race([new Promise<void>((resolve) => (wake = resolve)), aborted]);
+        await new Promise<void>((resolve) => (wake = resolve));
         wake = undefined;
         continue;
       }
-      if (delivered.delete(event.id)) continue;
+      if (event.id && delivered.delete(event.id)) continue;
+      advance(event);
       const decision = await options.watch?.(event);
       if (decision === "skip") continue;
-      if (Array.isArray(decision)) await setTopics(decision);
-      yield event;
+      const gained = Array.isArray(decision) ? await setTopics(decision) : [];
+      yield [position, event];
       // The event that ends access (removal, deletion) is the last one delivered.
       if (decision === "end") return;
+      // What the new topics carried since the membership change, before we listened.
+      for (const missed of gained.length ? await replay(options.db, gained, event.id) : []) {
+        delivered.add(missed.id);
+        advance(missed);
+        yield [position, missed];
+      }
     }
   } finally {
+    options.signal?.removeEventListener("abort", onAbort);
     for (const unsubscribe of unsubscribers.values()) unsubscribe();
   }
 }
