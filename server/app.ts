@@ -6,7 +6,7 @@ import { applyWSSHandler } from "@trpc/server/adapters/ws";
 import { WebSocketServer } from "ws";
 import { openDatabase, type DatabaseHandle } from "../db/client.ts";
 import { appRouter } from "../routers/index.ts";
-import { buildJobHandlers } from "../workers/index.ts";
+import { buildJobHandlers, scheduleRecurringJobs } from "../workers/index.ts";
 import { systemClock, type Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { createWsContext } from "./context.ts";
@@ -23,6 +23,7 @@ import { createRedis } from "./redis.ts";
 import { createSingleUseStore } from "./services/single-use-store.ts";
 import { SocialProviders } from "./services/social/providers.ts";
 import { createThrottle } from "./services/throttle.ts";
+import { createFileStorage } from "./storage/index.ts";
 
 export type AppOptions = { clock?: Clock; logger?: Logger };
 
@@ -31,6 +32,7 @@ type Core = { deps: Deps; database: DatabaseHandle; handlers: JobHandlers; close
 /** Everything but the HTTP host: what a worker process needs too. */
 async function buildCore(config: Config, options: AppOptions): Promise<Core> {
   const logger = options.logger ?? createLogger(config.logLevel);
+  const storage = createFileStorage(config);
   const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
   const redis = config.redisUrl ? createRedis(config.redisUrl, logger, "commands") : undefined;
   let handlers: JobHandlers = new Map();
@@ -51,6 +53,7 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
     throttle: createThrottle({ redis, prefix: config.redisPrefix }),
     singleUse: createSingleUseStore({ redis, prefix: config.redisPrefix, db: database.db, clock }),
     social: new SocialProviders(config.socialProviders, logger),
+    storage,
     redis,
   };
   const mail = createMailTransport(config, logger);
@@ -65,8 +68,15 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
       await events.close();
       await redis?.quit().catch(() => {});
       await database.close();
+      storage.close();
     },
   };
+}
+
+function scheduleInBackground(deps: Deps): void {
+  scheduleRecurringJobs(deps).catch((error: unknown) =>
+    deps.logger.warn({ err: error }, "could not schedule the recurring jobs"),
+  );
 }
 
 export type App = { deps: Deps; server: Server; url: string; close(): Promise<void> };
@@ -83,6 +93,10 @@ export async function startApp(config: Config, options: AppOptions = {}): Promis
           logger: deps.logger,
         })
       : undefined;
+
+  // Without Redis the schedule is a timer in this process; with Redis, a job scheduler that
+  // any process running workers upserts. Not awaited: start-up must not wait for Redis.
+  if (!config.redisUrl || config.runWorkers) scheduleInBackground(deps);
 
   const readiness = async () => {
     const checks: Record<string, "ok" | "failing"> = {};
@@ -159,6 +173,7 @@ export async function startWorkers(config: Config, options: AppOptions = {}): Pr
     handlers: core.handlers,
     logger: core.deps.logger,
   });
+  scheduleInBackground(core.deps);
   core.deps.logger.info("workers started");
   return {
     async close() {

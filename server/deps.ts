@@ -9,6 +9,7 @@ import type { Logger } from "./logger.ts";
 import type { SingleUseStore } from "./services/single-use-store.ts";
 import type { SocialProviders } from "./services/social/providers.ts";
 import type { Throttle } from "./services/throttle.ts";
+import type { FileStorage } from "./storage/file-storage.ts";
 
 export type Deps = {
   config: Config;
@@ -21,6 +22,8 @@ export type Deps = {
   /** Short-lived single-use values (OAuth state): Redis when configured, else the database. */
   singleUse: SingleUseStore;
   social: SocialProviders;
+  /** Attachment bytes: local files or S3, by STORAGE_DRIVER. */
+  storage: FileStorage;
   /** Present when REDIS_URL is set. */
   redis: Redis | undefined;
 };

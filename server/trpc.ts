@@ -4,10 +4,10 @@ import { initTRPC, TRPCError } from "@trpc/server";
 import type { TRPC_ERROR_CODE_KEY } from "@trpc/server/rpc";
 import type { OpenApiMeta } from "trpc-to-openapi";
 import { ZodError } from "zod";
-import { tokenCan, type Ability } from "./abilities.ts";
+import type { Ability } from "./abilities.ts";
+import { authorizeCaller } from "./authorize.ts";
 import type { RequestContext } from "./context.ts";
-import { AppError, forbidden, unauthenticated, type ErrorKind } from "./errors.ts";
-import { trustedOrigins } from "./http/cookies.ts";
+import { AppError, type ErrorKind } from "./errors.ts";
 import { validationErrorFromZod } from "./validation.ts";
 
 export type ProcedureMeta = OpenApiMeta<{
@@ -78,19 +78,8 @@ const mapErrors = t.middleware(async ({ next }) => {
 const SAFE_TYPES = new Set(["query"]);
 
 const requireAuth = t.middleware(({ ctx, meta, type, next }) => {
-  const auth = ctx.auth;
-  if (!auth) throw unauthenticated();
-  // A cookie rides along with cross-site requests; a write authenticated only by the cookie
-  // must come from a page of ours.
-  if (auth.via === "cookie" && !SAFE_TYPES.has(type)) {
-    if (!ctx.origin || !trustedOrigins(ctx.deps.config).has(ctx.origin)) {
-      throw forbidden("Cross-site request refused: the Origin is not trusted.");
-    }
-  }
-  const ability = meta?.ability === undefined ? (type === "query" ? "read" : "write") : meta.ability;
-  if (ability && !tokenCan(auth.token.abilities, ability)) {
-    throw forbidden(`This token does not have the "${ability}" ability.`);
-  }
+  // Subscriptions count as writes: only queries are safe from a cross-site page.
+  const auth = authorizeCaller(ctx, { write: !SAFE_TYPES.has(type), ability: meta?.ability });
   return next({ ctx: { ...ctx, auth } });
 });
 

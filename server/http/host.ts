@@ -10,6 +10,7 @@ import { handleAdminCommand, ADMIN_ROUTE } from "./admin-route.ts";
 import { readBody } from "./body.ts";
 import { trustedOrigins } from "./cookies.ts";
 import { serveDocs } from "./docs.ts";
+import { fileRoute } from "./file-routes.ts";
 import { buildOpenApiDocument } from "./openapi.ts";
 import { sendJson } from "./respond.ts";
 import { createRestHandler } from "./rest.ts";
@@ -77,6 +78,9 @@ export function createRequestListener(deps: Deps, router: AppRouter, readiness: 
     if (pathname.startsWith("/docs") && (await serveDocs(pathname, res))) return;
     if (pathname === "/trpc" || pathname.startsWith("/trpc/")) return rpc(req, res);
     if (pathname === ADMIN_ROUTE) return handleAdminCommand(deps, req, res);
+    // Multipart upload and binary downloads: plain routes, read before any JSON body parsing.
+    const attachmentRoute = fileRoute(req.method, pathname);
+    if (attachmentRoute) return attachmentRoute(deps, req, res);
     if (pathname.startsWith("/api/v1/")) {
       if (req.method !== "GET" && req.method !== "HEAD") {
         req.body = (await readBody(req)).value;

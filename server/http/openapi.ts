@@ -2,10 +2,14 @@
 // line with what the REST door really answers: the contract's success statuses and the
 // document's error bodies (the generator describes its own error shape).
 import { generateOpenApiDocument, type OpenAPIObject } from "trpc-to-openapi";
+import { z } from "zod";
 import type { AppRouter } from "../../routers/index.ts";
+import { dataOf } from "../records/common.ts";
+import { attachmentRecord } from "../records/message.ts";
 import { procedureMetas, type ProcedureMeta } from "../trpc.ts";
 
 type SchemaObject = NonNullable<NonNullable<OpenAPIObject["components"]>["schemas"]>[string];
+type PathItem = NonNullable<OpenAPIObject["paths"]>[string];
 
 const ERROR_SCHEMAS = {
   ErrorMessage: {
@@ -40,8 +44,74 @@ const STANDARD_ERRORS = {
   },
 };
 
+/** The attachment record as the plain routes answer it (one zod schema with the procedures). */
+const { $schema: _dialect, ...attachmentResponse } = z.toJSONSchema(dataOf(attachmentRecord));
+
+const attachmentDownload = (kind: string): PathItem => ({
+  get: {
+    summary: `Download a ${kind} attachment`,
+    description:
+      kind === "channel message"
+        ? "For members of the workspace who can see the message's channel. A staged (unclaimed) upload: for its uploader only. Anything else is 404."
+        : "For the conversation's two participants only. Anything else is 404.",
+    tags: ["Attachments"],
+    security: [{ Authorization: [] }],
+    parameters: [{ name: "attachment_id", in: "path", required: true, schema: { type: "string" } }],
+    responses: {
+      "200": {
+        description: "The file's bytes, with its type, length and name",
+        headers: {
+          "Content-Disposition": {
+            description: "attachment; filename=\"…\"; filename*=UTF-8''…",
+            schema: { type: "string" },
+          },
+          "Content-Length": { schema: { type: "integer" } },
+        },
+        content: { "*/*": { schema: { type: "string", contentMediaType: "application/octet-stream" } } },
+      },
+      "401": STANDARD_ERRORS["401"],
+      "403": errorResponse("A token without the read ability", "ErrorMessage"),
+      "404": STANDARD_ERRORS["404"],
+    },
+  },
+});
+
 /** Plain routes that are not procedures; listed so the document covers every path. */
-const PLAIN_PATHS = {
+const PLAIN_PATHS: Record<string, PathItem> = {
+  "/api/v1/files": {
+    post: {
+      summary: "Stage an upload",
+      description:
+        "Stores the file and answers its attachment record. Its id goes into `attachment_ids` of one message by the uploader; files no message claims within 24 hours are deleted. Size limit: MAX_UPLOAD_BYTES (default 25 MiB).",
+      tags: ["Attachments"],
+      security: [{ Authorization: [] }],
+      requestBody: {
+        required: true,
+        content: {
+          "multipart/form-data": {
+            schema: {
+              type: "object",
+              required: ["file"],
+              properties: { file: { type: "string", contentMediaType: "application/octet-stream" } },
+            },
+          },
+        },
+      },
+      responses: {
+        "201": {
+          description: "Staged",
+          content: { "application/json": { schema: attachmentResponse as SchemaObject } },
+        },
+        "400": errorResponse("Malformed multipart body", "ErrorMessage"),
+        "401": STANDARD_ERRORS["401"],
+        "403": STANDARD_ERRORS["403"],
+        "413": errorResponse("The file is larger than MAX_UPLOAD_BYTES; nothing is stored", "ErrorMessage"),
+        "422": errorResponse("No file in the `file` field (error key `file`)", "ValidationError"),
+      },
+    },
+  },
+  "/api/v1/message-attachments/{attachment_id}/download": attachmentDownload("channel message"),
+  "/api/v1/direct-message-attachments/{attachment_id}/download": attachmentDownload("direct message"),
   "/healthz": {
     get: {
       summary: "Liveness: 200 while the process is up",

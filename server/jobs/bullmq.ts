@@ -50,6 +50,25 @@ export class BullMqJobQueue implements JobQueue {
     });
   }
 
+  async repeat<Payload>(definition: JobDefinition<Payload>, payload: Payload, everyMs: number): Promise<void> {
+    const parsed = definition.payload.parse(payload);
+    // The scheduler lives in Redis under the job's name, so every process may upsert it.
+    await this.queue(definition.queue).upsertJobScheduler(
+      definition.name,
+      { every: everyMs },
+      {
+        name: definition.name,
+        data: parsed,
+        opts: {
+          attempts: definition.attempts,
+          backoff: { type: "exponential", delay: definition.backoffMs },
+          removeOnComplete: { age: 3600, count: 1000 },
+          removeOnFail: { age: 7 * 24 * 3600 },
+        },
+      },
+    );
+  }
+
   async close(): Promise<void> {
     await Promise.all([...this.queues.values()].map((queue) => queue.close()));
   }

@@ -2,7 +2,7 @@
 // (house style 9). The handler lives in workers/ and is looked up by name.
 import type { z } from "zod";
 
-export const QUEUE_NAMES = ["mail", "translation", "push", "room-expiry", "outbound-webhooks"] as const;
+export const QUEUE_NAMES = ["mail", "translation", "push", "room-expiry", "outbound-webhooks", "maintenance"] as const;
 export type QueueName = (typeof QUEUE_NAMES)[number];
 
 export type JobDefinition<Payload> = {
@@ -27,6 +27,11 @@ export type EnqueueOptions = {
 
 export interface JobQueue {
   enqueue<Payload>(definition: JobDefinition<Payload>, payload: Payload, options?: EnqueueOptions): Promise<void>;
+  /**
+   * Runs the job every `everyMs` from now on. One schedule per job name: asking again (from
+   * another process, or after a restart) replaces it rather than adding a second.
+   */
+  repeat<Payload>(definition: JobDefinition<Payload>, payload: Payload, everyMs: number): Promise<void>;
   close(): Promise<void>;
 }
 

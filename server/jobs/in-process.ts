@@ -13,6 +13,7 @@ import {
 
 export class InProcessJobQueue implements JobQueue {
   private readonly timers = new Set<NodeJS.Timeout>();
+  private readonly schedules = new Map<string, NodeJS.Timeout>();
   private readonly running = new Set<Promise<void>>();
   private readonly knownIds = new Set<string>();
   private closed = false;
@@ -32,6 +33,17 @@ export class InProcessJobQueue implements JobQueue {
     if (this.knownIds.has(jobId)) return;
     this.knownIds.add(jobId);
     this.schedule(definition as JobDefinition<unknown>, parsed, jobId, 1, options.delayMs ?? 0);
+  }
+
+  async repeat<Payload>(definition: JobDefinition<Payload>, payload: Payload, everyMs: number): Promise<void> {
+    const parsed = definition.payload.parse(payload);
+    clearInterval(this.schedules.get(definition.name));
+    // A stable job id: a run still going (or retrying) when the next is due is not doubled.
+    const timer = setInterval(() => {
+      void this.enqueue(definition, parsed, { jobId: `repeat:${definition.name}` });
+    }, everyMs);
+    timer.unref();
+    this.schedules.set(definition.name, timer);
   }
 
   private schedule(
@@ -76,6 +88,8 @@ export class InProcessJobQueue implements JobQueue {
   /** Stops scheduling, drops waiting retries and waits for the jobs that are running. */
   async close(): Promise<void> {
     this.closed = true;
+    for (const timer of this.schedules.values()) clearInterval(timer);
+    this.schedules.clear();
     for (const timer of this.timers) clearTimeout(timer);
     this.timers.clear();
     await Promise.allSettled([...this.running]);

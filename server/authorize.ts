@@ -1,0 +1,30 @@
+// The checks every authenticated request passes, whichever door it came through: tRPC
+// procedures (server/trpc.ts requireAuth) and the plain routes (uploads, downloads).
+import { tokenCan, type Ability } from "./abilities.ts";
+import type { Auth, RequestContext } from "./context.ts";
+import { forbidden, unauthenticated } from "./errors.ts";
+import { trustedOrigins } from "./http/cookies.ts";
+
+/**
+ * The caller, or 401 without credentials. `write` requests need the "write" ability and
+ * reads "read", unless `ability` names another one (or null: any valid token will do).
+ */
+export function authorizeCaller(
+  ctx: Pick<RequestContext, "auth" | "origin" | "deps">,
+  request: { write: boolean; ability?: Ability | null | undefined },
+): Auth {
+  const auth = ctx.auth;
+  if (!auth) throw unauthenticated();
+  // A cookie rides along with cross-site requests; a write authenticated only by the cookie
+  // must come from a page of ours.
+  if (auth.via === "cookie" && request.write) {
+    if (!ctx.origin || !trustedOrigins(ctx.deps.config).has(ctx.origin)) {
+      throw forbidden("Cross-site request refused: the Origin is not trusted.");
+    }
+  }
+  const ability = request.ability === undefined ? (request.write ? "write" : "read") : request.ability;
+  if (ability && !tokenCan(auth.token.abilities, ability)) {
+    throw forbidden(`This token does not have the "${ability}" ability.`);
+  }
+  return auth;
+}
