@@ -1,7 +1,7 @@
 // Mail goes out through nodemailer: SMTP when SMTP_URL is set; otherwise each message is
 // written as an .eml file under DATA_DIR/mail/ (and its subject and recipient logged), so a
 // developer on a fresh machine can read the mail the service sends.
-import { mkdir, writeFile } from "node:fs/promises";
+import { mkdir, rename, writeFile } from "node:fs/promises";
 import path from "node:path";
 import nodemailer from "nodemailer";
 import type { Config } from "../config.ts";
@@ -32,7 +32,9 @@ export function createMailTransport(config: Config, logger: Logger): MailTranspo
       const info = await transporter.sendMail({ from: config.mail.from, ...mail });
       await mkdir(outbox, { recursive: true });
       const file = path.join(outbox, `${Date.now()}-${info.messageId.replace(/[^A-Za-z0-9.@-]/g, "")}.eml`);
-      await writeFile(file, info.message as Buffer);
+      // Written aside, then renamed: whoever watches the folder never sees half a message.
+      await writeFile(`${file}.partial`, info.message as Buffer);
+      await rename(`${file}.partial`, file);
       logger.info({ to: mail.to, subject: mail.subject, file }, "mail written to the outbox");
     },
     close: () => transporter.close(),
