@@ -1,117 +1,72 @@
-// `npm run bench`: load scenarios against a real server started in this process (PGlite,
-// or PostgreSQL/Redis when DATABASE_URL/REDIS_URL are set). Every loop is bounded in time
-// and count, and only talks to 127.0.0.1. Prints a table, then the same rows as JSON.
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import path from "node:path";
-import { spawn } from "node:child_process";
-import { createServer } from "node:net";
+// `npm run bench [-- requests|fanout|idle ...]`: load scenarios against the real server, started
+// as its own process for each section (PGlite, or PostgreSQL/Redis when DATABASE_URL/REDIS_URL
+// are set). Every loop is bounded in time and count, and only talks to 127.0.0.1. Prints a
+// table per section, then everything as one line of JSON. With no argument, all three run.
+//
+//   requests  request/response throughput and latency of the main paths (BENCH_SECONDS each)
+//   fanout    N receivers on one channel over WebSocket, senders over REST (BENCH_FANOUT=10,100,1000)
+//   idle      server memory per idle WebSocket connection at BENCH_IDLE_CONNECTIONS (5000)
+import { cpus, totalmem } from "node:os";
+import { runFanout, runIdle } from "./fanout.ts";
+import { runRequestRows } from "./requests.ts";
 
-type Row = { scenario: string; concurrency: number; requests: number; errors: number; rps: number; p50_ms: number; p95_ms: number; p99_ms: number };
+const SECTIONS = ["requests", "fanout", "idle"] as const;
+type Section = (typeof SECTIONS)[number];
 
-const DURATION_MS = Number(process.env.BENCH_SECONDS ?? 5) * 1000;
-const MAX_REQUESTS = 200_000;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer().listen(0, "127.0.0.1", () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-    probe.on("error", reject);
-  });
+const asked = process.argv.slice(2).filter((arg) => arg !== "--");
+const unknown = asked.filter((arg) => !(SECTIONS as readonly string[]).includes(arg));
+if (unknown.length > 0) {
+  console.error(`unknown section(s): ${unknown.join(", ")}; choose from ${SECTIONS.join(", ")}`);
+  process.exit(2);
 }
+const selected = new Set<Section>(asked.length > 0 ? (asked as Section[]) : SECTIONS);
+const log = (line: string) => console.error(`[bench] ${line}`);
 
-async function waitUntilReady(url: string, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const ready = await fetch(`${url}/readyz`).then((response) => response.ok, () => false);
-    if (ready) return;
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-  throw new Error("the server did not become ready");
-}
+const result: Record<string, unknown> = {
+  database: process.env.DATABASE_URL ? "postgres" : "pglite",
+  redis: Boolean(process.env.REDIS_URL),
+  node: process.version,
+  cpus: `${cpus().length} × ${cpus()[0]?.model ?? "unknown"}`,
+  memory_gib: Math.round(totalmem() / 2 ** 30),
+};
+const started = performance.now();
 
-function percentile(sorted: number[], p: number): number {
-  if (sorted.length === 0) return 0;
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-}
-
-async function scenario(name: string, concurrency: number, request: () => Promise<Response>, durationMs = DURATION_MS): Promise<Row> {
-  const latencies: number[] = [];
-  let errors = 0;
-  const started = performance.now();
-  const deadline = started + durationMs;
-  const worker = async () => {
-    while (performance.now() < deadline && latencies.length + errors < MAX_REQUESTS) {
-      const t0 = performance.now();
-      const response = await request();
-      await response.arrayBuffer();
-      if (response.ok) latencies.push(performance.now() - t0);
-      else errors++;
-    }
-  };
-  await Promise.all(Array.from({ length: concurrency }, worker));
-  const elapsed = (performance.now() - started) / 1000;
-  latencies.sort((a, b) => a - b);
-  const round = (n: number) => Math.round(n * 100) / 100;
-  return {
-    scenario: name,
-    concurrency,
-    requests: latencies.length,
-    errors,
-    rps: Math.round(latencies.length / elapsed),
-    p50_ms: round(percentile(latencies, 50)),
-    p95_ms: round(percentile(latencies, 95)),
-    p99_ms: round(percentile(latencies, 99)),
-  };
-}
-
-// The server runs as its own process (as in production), so the load generator in this
-// process does not share its event loop.
-const dataDir = await mkdtemp(path.join(tmpdir(), "chat-bench-"));
-const port = await freePort();
-const server = spawn(process.execPath, ["--import", "tsx", "server/main.ts"], {
-  cwd: path.resolve(import.meta.dirname, ".."),
-  env: { ...process.env, PORT: String(port), HOST: "127.0.0.1", DATA_DIR: dataDir, LOG_LEVEL: "warn" },
-  stdio: ["ignore", "inherit", "inherit"],
-});
-const baseUrl = `http://127.0.0.1:${port}`;
-await waitUntilReady(baseUrl);
-try {
-  const json = { "Content-Type": "application/json" };
-  const email = `bench-${Date.now()}@example.test`;
-  const registered = await fetch(`${baseUrl}/api/v1/auth/app/register`, {
-    method: "POST",
-    headers: json,
-    body: JSON.stringify({ name: "Bench", email, password: "bench-password", password_confirmation: "bench-password" }),
-  }).then((response) => response.json() as Promise<{ access_token: string }>);
-  const auth = { Authorization: `Bearer ${registered.access_token}` };
-
-  const rows: Row[] = [];
-  rows.push(await scenario("GET /healthz", 16, () => fetch(`${baseUrl}/healthz`)));
-  rows.push(await scenario("GET /api/v1/me (REST, bearer)", 16, () => fetch(`${baseUrl}/api/v1/me`, { headers: auth })));
-  rows.push(await scenario("me.get (tRPC over HTTP)", 16, () => fetch(`${baseUrl}/trpc/me.get`, { headers: auth })));
-  rows.push(
-    await scenario("PATCH /api/v1/me", 8, () =>
-      fetch(`${baseUrl}/api/v1/me`, { method: "PATCH", headers: { ...auth, ...json }, body: JSON.stringify({ name: "Bench" }) }),
-    ),
-  );
-  // Argon2id is meant to be slow; this row shows what one core of sign-ins costs.
-  rows.push(
-    await scenario("POST /api/v1/auth/app/login (Argon2id)", 4, () =>
-      fetch(`${baseUrl}/api/v1/auth/app/login`, {
-        method: "POST",
-        headers: json,
-        body: JSON.stringify({ email, password: "bench-password" }),
-      }),
-      Math.min(DURATION_MS, 3000),
-    ),
-  );
+if (selected.has("requests")) {
+  log("requests");
+  const rows = await runRequestRows();
   console.table(rows);
-  console.log(JSON.stringify({ database: process.env.DATABASE_URL ? "postgres" : "pglite", redis: Boolean(process.env.REDIS_URL), rows }));
-} finally {
-  server.kill("SIGTERM");
-  await new Promise((resolve) => server.once("exit", resolve));
-  await rm(dataDir, { recursive: true, force: true });
+  result.rows = rows;
 }
+if (selected.has("fanout")) {
+  const rows = await runFanout(log);
+  // The table keeps the main columns; the JSON line has them all.
+  console.table(
+    rows.map((row) => ({
+      receivers: row.receivers,
+      rate: row.rate,
+      "accepted/s": row.accepted_per_s,
+      "deliveries/s": row.deliveries_per_s,
+      "delivered %": row.delivered_pct,
+      p50_ms: row.p50_ms,
+      p95_ms: row.p95_ms,
+      p99_ms: row.p99_ms,
+      "post p99 ms": row.post_p99_ms,
+      "server cpu %": row.server_cpu_pct,
+      "rss MiB": row.server_rss_mib,
+      "heap MiB": row.server_heap_after_gc_mib,
+      "pg+redis cpu %": row.stores_cpu_pct,
+      "bench cpu %": row.bench_cpu_pct,
+      "other cpu %": row.other_cpu_pct,
+      errors: row.post_errors + row.skipped,
+    })),
+  );
+  result.fanout = rows;
+}
+if (selected.has("idle")) {
+  const idle = await runIdle(log);
+  console.table(idle.rows);
+  console.table([idle.broadcast]);
+  result.idle = idle;
+}
+result.total_seconds = Math.round((performance.now() - started) / 1000);
+console.log(JSON.stringify(result));

@@ -1,0 +1,737 @@
+// Fan-out: N receivers subscribed over WebSocket (messages.onChannel) to one channel, senders
+// posting to it over REST; and the server memory an idle WebSocket connection costs.
+//
+// Receivers speak the tRPC WebSocket protocol with a bare `ws` socket (what @trpc/client's
+// wsLink sends: `?connectionParams=1` on the URL, then `{"method":"connectionParams","data":
+// {token}}` as the first message, then `{"id":1,"method":"subscription","params":{path,input}}`),
+// which costs the load generator far less than a tRPC client per receiver. One receiver of
+// every fan-out run is the real typed client (createChatClient), as a check that the bare
+// receivers see what a client sees. Every message carries its send time in its content; a
+// receiver reads it out of the frame without parsing the whole frame.
+import WebSocket from "ws";
+import { createChatClient, type ChatClient } from "../client/index.ts";
+import {
+  api,
+  mapLimit,
+  percentile,
+  processRssMiB,
+  round,
+  sleep,
+  startBenchServer,
+  startUsageWindow,
+  waitForQuietMachine,
+  type BenchServer,
+} from "./lib.ts";
+
+const env = (name: string, fallback: number) => {
+  const value = Number(process.env[name]);
+  return Number.isFinite(value) && value > 0 ? value : fallback;
+};
+
+/** Length of each sending window, and how long to wait afterwards for stragglers. */
+const SEND_SECONDS = env("BENCH_FANOUT_SECONDS", 6);
+const DRAIN_SECONDS = env("BENCH_DRAIN_SECONDS", 6);
+/** Before each run, wait up to this long for other work on the machine to stop (0: don't). */
+const QUIET_WAIT_SECONDS = Number(process.env.BENCH_QUIET_WAIT ?? 0) || 0;
+/** Concurrent REST posts in a max-rate run (closed loop). */
+const MAX_RATE_SENDERS = env("BENCH_SENDERS", 16);
+/** Open-loop runs never have more posts than this in flight; beyond it, a due post is skipped. */
+const MAX_IN_FLIGHT = 64;
+/** Receivers share this many accounts (each receiver is still its own socket and subscription). */
+const RECEIVER_ACCOUNTS = 20;
+const SENDER_ACCOUNTS = 4;
+const IDLE_CONNECTIONS = env("BENCH_IDLE_CONNECTIONS", 5000);
+const POST_TIMEOUT_MS = 30_000;
+
+/**
+ * Fan-out runs per receiver count: first a closed loop at the maximum rate, then an open loop at
+ * the issue's target rate (300 messages/s; 40 at 1000 receivers), then an open loop at 80% of
+ * the maximum just measured, which shows the latency below saturation.
+ */
+type PlannedRate = number | "max" | "80% of max";
+function plannedRuns(): { receivers: number; rate: PlannedRate }[] {
+  const sizes = (process.env.BENCH_FANOUT ?? "10,100,1000")
+    .split(",")
+    .map((value) => Number(value.trim()))
+    .filter((value) => Number.isInteger(value) && value > 0 && value <= 10_000);
+  const targetRate = (receivers: number) => (receivers >= 1000 ? 40 : 300);
+  return sizes.flatMap((receivers) => [
+    { receivers, rate: "max" as const },
+    { receivers, rate: targetRate(receivers) },
+    { receivers, rate: "80% of max" as const },
+  ]);
+}
+
+type Account = { id: number; token: string };
+type Team = { workspaceId: string; channelId: string; owner: Account; receivers: Account[]; senders: Account[] };
+
+async function register(baseUrl: string, label: string): Promise<Account> {
+  const body = await api<{ access_token: string; user: { id: number } }>(
+    baseUrl,
+    "POST",
+    "/api/v1/auth/app/register",
+    undefined,
+    {
+      name: label,
+      email: `${label}-${Date.now()}-${Math.random().toString(36).slice(2, 8)}@example.test`,
+      password: "bench-password",
+      password_confirmation: "bench-password",
+    },
+  );
+  return { id: body.user.id, token: body.access_token };
+}
+
+/** An owner with a workspace; receiver and sender accounts join it by invite, landing in #general. */
+async function setupTeam(baseUrl: string, receiverAccounts: number, senderAccounts: number): Promise<Team> {
+  const owner = await register(baseUrl, "owner");
+  const workspace = await api<{ data: { id: string } }>(baseUrl, "POST", "/api/v1/workspaces", owner.token, {
+    name: "Bench",
+  });
+  const workspaceId = workspace.data.id;
+  const channels = await api<{ data: { id: string; slug: string }[] }>(
+    baseUrl,
+    "GET",
+    `/api/v1/workspaces/${workspaceId}/channels`,
+    owner.token,
+  );
+  const general = channels.data.find((channel) => channel.slug === "general");
+  if (!general) throw new Error("the new workspace has no #general");
+  const invite = await api<{ data: { token: string } }>(
+    baseUrl,
+    "POST",
+    `/api/v1/workspaces/${workspaceId}/invites`,
+    owner.token,
+    {},
+  );
+  const join = async (label: string) => {
+    const account = await register(baseUrl, label);
+    await api(baseUrl, "POST", `/api/v1/invites/${invite.data.token}/accept`, account.token);
+    return account;
+  };
+  // Registration hashes a password (Argon2id): a few at a time.
+  const receivers = await mapLimit(Array.from({ length: receiverAccounts }), 4, (_, i) => join(`receiver${i}`));
+  const senders = await mapLimit(Array.from({ length: senderAccounts }), 4, (_, i) => join(`sender${i}`));
+  return { workspaceId, channelId: general.id, owner, receivers, senders };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Recording deliveries
+
+const MARKER = "fanout:";
+const MARKER_IN_FRAME = Buffer.from(`"content":"${MARKER}`);
+const PADDING = " the quick brown fox jumps over the lazy dog, a chat message of ordinary length";
+
+/** What one run records: which receiver saw which message (once), and each delivery's latency. */
+class Collector {
+  readonly seen: Uint8Array[];
+  readonly accepted: Uint8Array;
+  latencies: Float64Array;
+  deliveries = 0;
+  duplicates = 0;
+  outOfRange = 0;
+  lastDeliveryAt = 0;
+  errors: string[] = [];
+
+  constructor(
+    readonly runTag: string,
+    receivers: number,
+    readonly maxMessages: number,
+  ) {
+    this.seen = Array.from({ length: receivers }, () => new Uint8Array(maxMessages));
+    this.accepted = new Uint8Array(maxMessages);
+    this.latencies = new Float64Array(1 << 16);
+  }
+
+  record(receiver: number, tag: string, seq: number, sentAt: number) {
+    if (tag !== this.runTag) return; // a message of an earlier run
+    const now = performance.now();
+    const seen = this.seen[receiver];
+    if (!seen || !(seq >= 0 && seq < this.maxMessages)) {
+      this.outOfRange++;
+      return;
+    }
+    if (seen[seq]) {
+      this.duplicates++;
+      return;
+    }
+    seen[seq] = 1;
+    if (this.deliveries === this.latencies.length) {
+      const grown = new Float64Array(this.latencies.length * 2);
+      grown.set(this.latencies);
+      this.latencies = grown;
+    }
+    this.latencies[this.deliveries++] = now - sentAt;
+    this.lastDeliveryAt = now;
+  }
+
+  /** Deliveries of accepted messages (unique per receiver). */
+  deliveredOfAccepted(): number {
+    let count = 0;
+    for (const seen of this.seen)
+      for (let seq = 0; seq < this.maxMessages; seq++) if (seen[seq] && this.accepted[seq]) count++;
+    return count;
+  }
+}
+
+/** Reads `fanout:<tag>:<seq>:<sentAt>:` out of a message's content. */
+function parseMarker(text: string): { tag: string; seq: number; sentAt: number } | undefined {
+  if (!text.startsWith(MARKER)) return undefined;
+  const [tag, seq, sentAt] = text.slice(MARKER.length).split(":", 3);
+  if (tag === undefined || seq === undefined || sentAt === undefined) return undefined;
+  return { tag, seq: Number(seq), sentAt: Number(sentAt) };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Receivers
+
+type Sink = { collector: Collector | undefined; index: number };
+
+interface Receiver {
+  readonly sink: Sink;
+  close(): void;
+}
+
+/** A bare `ws` socket speaking the tRPC WebSocket protocol. */
+class RawReceiver implements Receiver {
+  readonly sink: Sink = { collector: undefined, index: 0 };
+  private waiters = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
+  private nextId = 1;
+  stopped = false;
+
+  private constructor(private readonly socket: WebSocket) {
+    socket.on("message", (data: Buffer, isBinary: boolean) => this.onFrame(data, isBinary));
+    socket.on("close", () => {
+      this.stopped = true;
+      for (const waiter of this.waiters.values()) waiter.reject(new Error("socket closed"));
+      this.waiters.clear();
+    });
+    socket.on("error", () => {});
+  }
+
+  /** Opens the socket and sends the connection params, as the tRPC client does. */
+  static open(baseUrl: string, token: string): Promise<RawReceiver> {
+    return new Promise((resolve, reject) => {
+      const socket = new WebSocket(`${baseUrl.replace(/^http/, "ws")}/trpc?connectionParams=1`, {
+        perMessageDeflate: false,
+      });
+      const timer = setTimeout(() => {
+        socket.terminate();
+        reject(new Error("WebSocket open timed out"));
+      }, 30_000);
+      socket.once("open", () => {
+        clearTimeout(timer);
+        socket.send(JSON.stringify({ method: "connectionParams", data: { token } }));
+        resolve(new RawReceiver(socket));
+      });
+      socket.once("error", (error) => {
+        clearTimeout(timer);
+        reject(error);
+      });
+    });
+  }
+
+  private request(method: "query" | "subscription", path: string, input?: unknown): Promise<unknown> {
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.waiters.delete(id);
+        reject(new Error(`${path}: no answer`));
+      }, 60_000);
+      this.waiters.set(id, {
+        resolve: (value) => {
+          clearTimeout(timer);
+          resolve(value);
+        },
+        reject: (error) => {
+          clearTimeout(timer);
+          reject(error);
+        },
+      });
+      this.socket.send(JSON.stringify({ id, method, params: { path, input } }));
+    });
+  }
+
+  /** A query over the socket: proves the connection params authenticated it. */
+  query(path: string) {
+    return this.request("query", path);
+  }
+
+  /** Resolves when the server answers `started`. */
+  subscribe(path: string, input: unknown) {
+    return this.request("subscription", path, input);
+  }
+
+  private onFrame(data: Buffer, isBinary: boolean) {
+    if (!isBinary && data.length === 4 && data.toString() === "PING") {
+      this.socket.send("PONG");
+      return;
+    }
+    const at = data.indexOf(MARKER_IN_FRAME);
+    if (at !== -1) {
+      const start = at + MARKER_IN_FRAME.length - MARKER.length;
+      const marker = parseMarker(data.toString("latin1", start, Math.min(data.length, start + 80)));
+      if (marker) this.sink.collector?.record(this.sink.index, marker.tag, marker.seq, marker.sentAt);
+      return;
+    }
+    let message: { id?: number; result?: { type?: string; data?: unknown }; error?: { message?: string } };
+    try {
+      message = JSON.parse(data.toString());
+    } catch {
+      return;
+    }
+    const waiter = typeof message.id === "number" ? this.waiters.get(message.id) : undefined;
+    if (message.error) {
+      const text = message.error.message ?? "error";
+      this.sink.collector?.errors.push(text);
+      if (waiter) {
+        this.waiters.delete(message.id!);
+        waiter.reject(new Error(text));
+      }
+      return;
+    }
+    if (message.result?.type === "stopped") this.stopped = true;
+    if (
+      waiter &&
+      (message.result?.type === "started" || message.result?.type === "data" || message.result?.type === undefined)
+    ) {
+      // A query answers with {type:"data"}; a subscription first with {type:"started"}.
+      this.waiters.delete(message.id!);
+      waiter.resolve(message.result?.data);
+    }
+  }
+
+  close() {
+    this.socket.close();
+  }
+}
+
+/** The typed client (createChatClient over `ws`), one per fan-out run. */
+class ClientReceiver implements Receiver {
+  readonly sink: Sink = { collector: undefined, index: 0 };
+  private constructor(
+    private readonly client: ChatClient,
+    private readonly subscription: { unsubscribe(): void },
+  ) {}
+
+  static open(
+    baseUrl: string,
+    token: string,
+    input: { workspace_id: string; channel_id: string },
+  ): Promise<ClientReceiver> {
+    const client = createChatClient({
+      url: baseUrl,
+      token,
+      webSocket: { WebSocket: WebSocket as unknown as typeof globalThis.WebSocket },
+    });
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error("typed client subscription did not start")), 60_000);
+      let receiver: ClientReceiver | undefined;
+      const subscription = client.messages.onChannel.subscribe(input, {
+        onStarted: () => {
+          clearTimeout(timer);
+          receiver = new ClientReceiver(client, subscription);
+          resolve(receiver);
+        },
+        onData: (tracked) => {
+          const message = tracked.data.data.message as { content?: string } | undefined;
+          const marker = message?.content ? parseMarker(message.content) : undefined;
+          if (marker && receiver)
+            receiver.sink.collector?.record(receiver.sink.index, marker.tag, marker.seq, marker.sentAt);
+        },
+        onError: (error) => {
+          clearTimeout(timer);
+          if (receiver) receiver.sink.collector?.errors.push(`typed client: ${error.message}`);
+          else reject(error);
+        },
+      });
+    });
+  }
+
+  close() {
+    this.subscription.unsubscribe();
+    this.client.close();
+  }
+}
+
+async function openReceivers(server: BenchServer, team: Team, count: number): Promise<Receiver[]> {
+  const input = { workspace_id: team.workspaceId, channel_id: team.channelId };
+  const tokenOf = (i: number) => team.receivers[i % team.receivers.length]!.token;
+  const typed = await ClientReceiver.open(server.url, tokenOf(0), input);
+  const raw = await mapLimit(Array.from({ length: count - 1 }), 50, async (_, i) => {
+    const receiver = await RawReceiver.open(server.url, tokenOf(i + 1));
+    await receiver.subscribe("messages.onChannel", input);
+    return receiver;
+  });
+  return [typed, ...raw];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Senders
+
+type SendStats = {
+  attempted: number;
+  accepted: number;
+  errors: Map<string, number>;
+  skipped: number;
+  postLatencies: number[];
+};
+
+function poster(baseUrl: string, team: Team, collector: Collector, stats: SendStats) {
+  const route = `${baseUrl}/api/v1/workspaces/${team.workspaceId}/channels/${team.channelId}/messages`;
+  return async (seq: number) => {
+    const sender = team.senders[seq % team.senders.length]!;
+    stats.attempted++;
+    const sentAt = performance.now();
+    const content = `${MARKER}${collector.runTag}:${seq}:${sentAt.toFixed(3)}:${PADDING}`;
+    let outcome: string;
+    try {
+      const response = await fetch(route, {
+        method: "POST",
+        headers: { "Content-Type": "application/json", Authorization: `Bearer ${sender.token}` },
+        body: JSON.stringify({ content }),
+        signal: AbortSignal.timeout(POST_TIMEOUT_MS),
+      });
+      await response.arrayBuffer();
+      outcome = response.status === 201 ? "ok" : `HTTP ${response.status}`;
+    } catch (error) {
+      outcome = (error as Error).name === "TimeoutError" ? "timeout" : "network error";
+    }
+    if (outcome === "ok") {
+      stats.accepted++;
+      collector.accepted[seq] = 1;
+      stats.postLatencies.push(performance.now() - sentAt);
+    } else {
+      stats.errors.set(outcome, (stats.errors.get(outcome) ?? 0) + 1);
+    }
+  };
+}
+
+/** Open loop: a post falls due every 1/rate seconds whether or not earlier ones have answered. */
+async function sendAtRate(post: (seq: number) => Promise<void>, stats: SendStats, rate: number, maxMessages: number) {
+  const inFlight = new Set<Promise<void>>();
+  const started = performance.now();
+  const end = started + SEND_SECONDS * 1000;
+  let due = 0;
+  while (performance.now() < end && due < maxMessages) {
+    const shouldHaveSent = Math.min(maxMessages, Math.floor(((performance.now() - started) / 1000) * rate) + 1);
+    while (due < shouldHaveSent) {
+      const seq = due++;
+      if (inFlight.size >= MAX_IN_FLIGHT) {
+        stats.skipped++;
+        continue;
+      }
+      const request = post(seq).finally(() => inFlight.delete(request));
+      inFlight.add(request);
+    }
+    await sleep(Math.max(1, Math.min(20, 1000 / rate / 2)));
+  }
+  await Promise.all(inFlight);
+}
+
+/** Closed loop: `senders` posts in flight at all times, for the window. */
+async function sendAtMax(post: (seq: number) => Promise<void>, senders: number, maxMessages: number) {
+  const end = performance.now() + SEND_SECONDS * 1000;
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: senders }, async () => {
+      while (performance.now() < end && next < maxMessages) await post(next++);
+    }),
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+// A fan-out run
+
+export type FanoutRow = {
+  receivers: number;
+  rate: string;
+  seconds: number;
+  posted: number;
+  accepted: number;
+  post_errors: number;
+  skipped: number;
+  accepted_per_s: number;
+  deliveries: number;
+  deliveries_per_s: number;
+  delivered_pct: number;
+  duplicates: number;
+  p50_ms: number;
+  p95_ms: number;
+  p99_ms: number;
+  max_ms: number;
+  post_p50_ms: number;
+  post_p99_ms: number;
+  server_cpu_pct: number;
+  server_rss_mib: number;
+  server_rss_peak_mib: number;
+  /** The server's JS heap in use after the run and a full GC: growth between runs would be a leak. */
+  server_heap_after_gc_mib: number;
+  stores_cpu_pct: number;
+  bench_cpu_pct: number;
+  other_cpu_pct: number;
+  machine_cpu_pct: number;
+  errors?: Record<string, number>;
+};
+
+async function fanoutRun(
+  server: BenchServer,
+  team: Team,
+  receivers: Receiver[],
+  rate: number | "max",
+  label: string,
+  runNumber: number,
+): Promise<FanoutRow> {
+  const maxMessages =
+    rate === "max"
+      ? Math.max(1000, Math.min(50_000, Math.floor(40_000_000 / receivers.length)))
+      : Math.ceil(rate * SEND_SECONDS) + 1;
+  const collector = new Collector(`r${runNumber}x${Date.now().toString(36)}`, receivers.length, maxMessages);
+  receivers.forEach((receiver, index) => {
+    receiver.sink.collector = collector;
+    receiver.sink.index = index;
+  });
+  const stats: SendStats = { attempted: 0, accepted: 0, errors: new Map(), skipped: 0, postLatencies: [] };
+  const post = poster(server.url, team, collector, stats);
+
+  const usage = startUsageWindow(server.pid);
+  const firstSendAt = performance.now();
+  if (rate === "max") await sendAtMax(post, MAX_RATE_SENDERS, maxMessages);
+  else await sendAtRate(post, stats, rate, maxMessages);
+  const sendSeconds = (performance.now() - firstSendAt) / 1000;
+
+  // Wait for every accepted message to reach every receiver, or for the drain window to pass.
+  const expected = stats.accepted * receivers.length;
+  const drainEnd = performance.now() + DRAIN_SECONDS * 1000;
+  while (collector.deliveries < expected && performance.now() < drainEnd) await sleep(20);
+  const window = usage.finish();
+  for (const receiver of receivers) receiver.sink.collector = undefined;
+  const heap = await server.heap!.collectAndMeasure();
+
+  const delivered = collector.deliveredOfAccepted();
+  const latencies = collector.latencies.slice(0, collector.deliveries).sort();
+  const postLatencies = stats.postLatencies.sort((a, b) => a - b);
+  const deliverySeconds = collector.deliveries > 0 ? (collector.lastDeliveryAt - firstSendAt) / 1000 : sendSeconds;
+  const postErrors = [...stats.errors.values()].reduce((sum, count) => sum + count, 0);
+  const errors: Record<string, number> = Object.fromEntries(stats.errors);
+  for (const text of collector.errors) errors[`receiver: ${text}`] = (errors[`receiver: ${text}`] ?? 0) + 1;
+  if (collector.outOfRange > 0) errors["receiver: unknown message"] = collector.outOfRange;
+  return {
+    receivers: receivers.length,
+    rate: label,
+    seconds: round(sendSeconds, 1),
+    posted: stats.attempted,
+    accepted: stats.accepted,
+    post_errors: postErrors,
+    skipped: stats.skipped,
+    accepted_per_s: round(stats.accepted / sendSeconds, 1),
+    deliveries: collector.deliveries,
+    deliveries_per_s: Math.round(collector.deliveries / deliverySeconds),
+    delivered_pct: expected === 0 ? 0 : round((delivered / expected) * 100, 2),
+    duplicates: collector.duplicates,
+    p50_ms: round(percentile(latencies, 50), 1),
+    p95_ms: round(percentile(latencies, 95), 1),
+    p99_ms: round(percentile(latencies, 99), 1),
+    max_ms: round(latencies.length > 0 ? latencies[latencies.length - 1]! : 0, 1),
+    post_p50_ms: round(percentile(postLatencies, 50), 1),
+    post_p99_ms: round(percentile(postLatencies, 99), 1),
+    server_cpu_pct: Math.round(window.serverCpuPct),
+    server_rss_mib: Math.round(window.rssEnd),
+    server_rss_peak_mib: Math.round(window.rssPeak),
+    server_heap_after_gc_mib: round(heap.usedMiB, 1),
+    stores_cpu_pct: Math.round(window.storesCpuPct),
+    bench_cpu_pct: Math.round(window.benchCpuPct),
+    other_cpu_pct: Math.round(window.otherCpuPct),
+    machine_cpu_pct: Math.round(window.machineBusyPct),
+    ...(Object.keys(errors).length > 0 ? { errors } : {}),
+  };
+}
+
+export async function runFanout(log: (line: string) => void): Promise<FanoutRow[]> {
+  const runs = plannedRuns();
+  if (runs.length === 0) return [];
+  const server = await startBenchServer("fanout", { inspect: true });
+  const rows: FanoutRow[] = [];
+  try {
+    log(`fan-out: setting up ${RECEIVER_ACCOUNTS} receiver and ${SENDER_ACCOUNTS} sender accounts`);
+    const team = await setupTeam(server.url, RECEIVER_ACCOUNTS, SENDER_ACCOUNTS);
+    let receivers: Receiver[] = [];
+    try {
+      let maxAccepted = 0;
+      for (const [index, run] of runs.entries()) {
+        if (receivers.length !== run.receivers) {
+          for (const receiver of receivers) receiver.close();
+          receivers = [];
+          await sleep(500);
+          log(`fan-out: opening ${run.receivers} subscribed WebSocket receivers`);
+          receivers = await openReceivers(server, team, run.receivers);
+          await sleep(500);
+        }
+        const rate = run.rate === "80% of max" ? Math.max(1, Math.round(maxAccepted * 0.8)) : run.rate;
+        const label =
+          run.rate === "max"
+            ? `max (${MAX_RATE_SENDERS} in flight)`
+            : run.rate === "80% of max"
+              ? `${rate}/s (80% of max)`
+              : `${rate}/s (target)`;
+        if (QUIET_WAIT_SECONDS > 0) {
+          const busy = await waitForQuietMachine(QUIET_WAIT_SECONDS);
+          if (busy >= 15)
+            log(`fan-out: the machine is still ${Math.round(busy)}% busy with other work; measuring anyway`);
+        }
+        log(`fan-out: ${run.receivers} receivers, ${label}, ${SEND_SECONDS} s`);
+        const row = await fanoutRun(server, team, receivers, rate, label, index);
+        if (run.rate === "max") maxAccepted = row.accepted_per_s;
+        rows.push(row);
+        await sleep(1000);
+      }
+    } finally {
+      for (const receiver of receivers) receiver.close();
+    }
+  } finally {
+    await server.stop();
+  }
+  return rows;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Idle memory per WebSocket connection
+
+export type IdleRow = {
+  stage: string;
+  connections: number;
+  subscribed: boolean;
+  server_rss_mib: number;
+  rss_kib_per_connection: number | null;
+  heap_used_mib: number;
+  heap_kib_per_connection: number | null;
+  compared_with: string;
+};
+
+type MemoryReading = { rss: number; heap: number };
+
+/**
+ * The server's memory at rest: a full GC (through the inspector), a few seconds to settle,
+ * then RSS averaged over two seconds and the JS heap in use.
+ */
+async function settledMemory(server: BenchServer): Promise<MemoryReading> {
+  const heap = await server.heap!.collectAndMeasure();
+  await sleep(2000);
+  const samples: number[] = [];
+  for (let i = 0; i < 8; i++) {
+    samples.push(processRssMiB(server.pid));
+    await sleep(250);
+  }
+  return { rss: samples.reduce((sum, value) => sum + value, 0) / samples.length, heap: heap.usedMiB };
+}
+
+export async function runIdle(
+  log: (line: string) => void,
+): Promise<{ rows: IdleRow[]; broadcast: Record<string, number> }> {
+  const total = IDLE_CONNECTIONS;
+  const half = Math.floor(total / 2);
+  const server = await startBenchServer("idle", { inspect: true });
+  const sockets: RawReceiver[] = [];
+  try {
+    const team = await setupTeam(server.url, 10, 1);
+    const input = { workspace_id: team.workspaceId, channel_id: team.channelId };
+    const tokenOf = (i: number) => team.receivers[i % team.receivers.length]!.token;
+    const connect = async (i: number) => {
+      const socket = await RawReceiver.open(server.url, tokenOf(i));
+      await socket.query("me.get");
+      return socket;
+    };
+
+    // Warm-up: the code paths (JIT, pools, first allocations) of connect, auth and subscribe.
+    log("idle: warming up");
+    const warm = await mapLimit(Array.from({ length: 200 }), 50, (_, i) => connect(i));
+    await mapLimit(warm, 50, (socket) => socket.subscribe("messages.onChannel", input));
+    for (const socket of warm) socket.close();
+    await sleep(2000);
+    const baseline = await settledMemory(server);
+
+    const row = (
+      stage: string,
+      connections: number,
+      subscribed: boolean,
+      now: MemoryReading,
+      from: MemoryReading,
+      fromConnections: number,
+      comparedWith: string,
+    ): IdleRow => ({
+      stage,
+      connections,
+      subscribed,
+      server_rss_mib: round(now.rss, 1),
+      rss_kib_per_connection: round(((now.rss - from.rss) * 1024) / (connections - fromConnections), 1),
+      heap_used_mib: round(now.heap, 1),
+      heap_kib_per_connection: round(((now.heap - from.heap) * 1024) / (connections - fromConnections), 1),
+      compared_with: comparedWith,
+    });
+    const rows: IdleRow[] = [
+      {
+        stage: "baseline (after warm-up)",
+        connections: 0,
+        subscribed: false,
+        server_rss_mib: round(baseline.rss, 1),
+        rss_kib_per_connection: null,
+        heap_used_mib: round(baseline.heap, 1),
+        heap_kib_per_connection: null,
+        compared_with: "",
+      },
+    ];
+
+    log(`idle: opening ${half} connections (connection params, authenticated, no subscription)`);
+    for (const socket of await mapLimit(Array.from({ length: half }), 100, (_, i) => connect(i))) sockets.push(socket);
+    const halfway = await settledMemory(server);
+    rows.push(row("connected + authenticated", half, false, halfway, baseline, 0, "baseline"));
+
+    log(`idle: opening ${total - half} more connections`);
+    for (const socket of await mapLimit(Array.from({ length: total - half }), 100, (_, i) => connect(half + i)))
+      sockets.push(socket);
+    const connected = await settledMemory(server);
+    rows.push(row("connected + authenticated", total, false, connected, baseline, 0, "baseline"));
+    rows.push(row("connected + authenticated", total, false, connected, halfway, half, `${half} connections`));
+
+    log(`idle: subscribing all ${total} to messages.onChannel`);
+    await mapLimit(sockets, 100, (socket) => socket.subscribe("messages.onChannel", input));
+    const subscribed = await settledMemory(server);
+    rows.push(row("each also subscribed to #general", total, true, subscribed, baseline, 0, "baseline"));
+    rows.push(
+      row("each also subscribed to #general", total, true, subscribed, connected, 0, "connected, unsubscribed"),
+    );
+
+    // A few messages to all of them: one event fanned out to every idle subscriber.
+    log(`idle: 10 messages to ${total} subscribers`);
+    const collector = new Collector(`idle${Date.now().toString(36)}`, sockets.length, 10);
+    sockets.forEach((socket, index) => {
+      socket.sink.collector = collector;
+      socket.sink.index = index;
+    });
+    const stats: SendStats = { attempted: 0, accepted: 0, errors: new Map(), skipped: 0, postLatencies: [] };
+    const post = poster(server.url, team, collector, stats);
+    const usage = startUsageWindow(server.pid);
+    for (let seq = 0; seq < 10; seq++) {
+      await post(seq);
+      await sleep(200);
+    }
+    const drainEnd = performance.now() + 15_000;
+    while (collector.deliveries < stats.accepted * sockets.length && performance.now() < drainEnd) await sleep(20);
+    const window = usage.finish();
+    const latencies = collector.latencies.slice(0, collector.deliveries).sort();
+    const broadcast = {
+      subscribers: sockets.length,
+      messages: stats.accepted,
+      delivered_pct: round((collector.deliveredOfAccepted() / Math.max(1, stats.accepted * sockets.length)) * 100, 2),
+      p50_ms: round(percentile(latencies, 50), 1),
+      p99_ms: round(percentile(latencies, 99), 1),
+      max_ms: round(latencies.length > 0 ? latencies[latencies.length - 1]! : 0, 1),
+      server_cpu_pct: Math.round(window.serverCpuPct),
+      server_rss_peak_mib: Math.round(window.rssPeak),
+    };
+    return { rows, broadcast };
+  } finally {
+    for (const socket of sockets) socket.close();
+    await sleep(500);
+    await server.stop();
+  }
+}

@@ -1,0 +1,336 @@
+// Shared pieces of `npm run bench`: the server under test as its own process, /proc readings
+// of it, percentiles and a small REST helper. Everything talks to 127.0.0.1 only.
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { readdirSync, readFileSync } from "node:fs";
+import { mkdir, mkdtemp, rm } from "node:fs/promises";
+import { createServer } from "node:net";
+import { cpus, tmpdir } from "node:os";
+import { createInterface } from "node:readline";
+import path from "node:path";
+
+export const ROOT = path.resolve(import.meta.dirname, "..");
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer().listen(0, "127.0.0.1", () => {
+      const { port } = probe.address() as { port: number };
+      probe.close(() => resolve(port));
+    });
+    probe.on("error", reject);
+  });
+}
+
+export async function waitUntilReady(url: string, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const ready = await fetch(`${url}/readyz`).then(
+      (response) => response.ok,
+      () => false,
+    );
+    if (ready) return;
+    await sleep(200);
+  }
+  throw new Error("the server did not become ready");
+}
+
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+export function percentile(sorted: ArrayLike<number>, p: number): number {
+  if (sorted.length === 0) return 0;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+export const round = (n: number, digits = 2) => Math.round(n * 10 ** digits) / 10 ** digits;
+
+export type BenchServer = {
+  url: string;
+  pid: number;
+  child: ChildProcess;
+  /** With `inspect`: a full garbage collection, then the JS heap in use, through the inspector. */
+  heap?: { collectAndMeasure(): Promise<{ usedMiB: number; totalMiB: number }>; close(): void };
+  stop(): Promise<void>;
+};
+
+/**
+ * Starts `server/main.ts` as its own process (as in production) with LOG_LEVEL=warn, on a
+ * free port, with a temporary DATA_DIR (PGlite lives there when DATABASE_URL is unset) and
+ * its own REDIS_PREFIX. BENCH_PROFILE=<dir> adds `--cpu-prof` (profiles are written to
+ * <dir>/<label>-<time>/ when the server exits).
+ */
+export async function startBenchServer(label: string, options: { inspect?: boolean } = {}): Promise<BenchServer> {
+  const dataDir = await mkdtemp(path.join(tmpdir(), "chat-bench-"));
+  const port = await freePort();
+  const args = ["--import", "tsx"];
+  const inspectPort = options.inspect ? await freePort() : undefined;
+  if (inspectPort) args.push(`--inspect=127.0.0.1:${inspectPort}`);
+  const profileDir = process.env.BENCH_PROFILE;
+  if (profileDir) {
+    // One directory per server; Node writes a profile per thread (tsx's loader thread too),
+    // the largest is the main thread's.
+    const dir = path.resolve(profileDir, `${label}-${Date.now()}`);
+    await mkdir(dir, { recursive: true });
+    args.push("--cpu-prof", "--cpu-prof-dir", dir);
+  }
+  args.push("server/main.ts");
+  const redisPrefix = `bench-${randomBytes(4).toString("hex")}`;
+  const child = spawn(process.execPath, args, {
+    cwd: ROOT,
+    env: {
+      ...process.env,
+      PORT: String(port),
+      HOST: "127.0.0.1",
+      DATA_DIR: dataDir,
+      LOG_LEVEL: "warn",
+      REDIS_PREFIX: redisPrefix,
+    },
+    stdio: ["ignore", "inherit", "pipe"],
+  });
+  // The server's warnings pass through; the inspector's own banner does not.
+  createInterface({ input: child.stderr! }).on("line", (line) => {
+    if (!/^(Debugger (listening on|ending on|attached)|For help, see:)/.test(line)) process.stderr.write(`${line}\n`);
+  });
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  const url = `http://127.0.0.1:${port}`;
+  try {
+    await waitUntilReady(url);
+  } catch (error) {
+    child.kill("SIGKILL");
+    await exited;
+    await rm(dataDir, { recursive: true, force: true });
+    throw error;
+  }
+  const heap = inspectPort ? await connectInspector(inspectPort) : undefined;
+  return {
+    url,
+    pid: child.pid!,
+    child,
+    heap,
+    async stop() {
+      heap?.close();
+      child.kill("SIGTERM");
+      const forced = setTimeout(() => child.kill("SIGKILL"), 20_000);
+      await exited;
+      clearTimeout(forced);
+      await rm(dataDir, { recursive: true, force: true });
+      if (process.env.REDIS_URL) await dropRedisPrefix(process.env.REDIS_URL, redisPrefix);
+    },
+  };
+}
+
+/** Talks to the server's inspector (only ever on 127.0.0.1) to force a GC and read the heap. */
+async function connectInspector(port: number): Promise<NonNullable<BenchServer["heap"]>> {
+  const { default: WebSocket } = await import("ws");
+  const targets = (await fetch(`http://127.0.0.1:${port}/json/list`).then((response) => response.json())) as {
+    webSocketDebuggerUrl: string;
+  }[];
+  const socket = new WebSocket(targets[0]!.webSocketDebuggerUrl);
+  await new Promise((resolve, reject) => socket.once("open", resolve).once("error", reject));
+  let nextId = 1;
+  const waiting = new Map<number, (result: unknown) => void>();
+  socket.on("message", (data: Buffer) => {
+    const message = JSON.parse(data.toString()) as { id?: number; result?: unknown };
+    if (message.id !== undefined) waiting.get(message.id)?.(message.result);
+  });
+  const call = (method: string) =>
+    new Promise<unknown>((resolve, reject) => {
+      const id = nextId++;
+      const timer = setTimeout(() => reject(new Error(`inspector: ${method} timed out`)), 60_000);
+      waiting.set(id, (result) => {
+        clearTimeout(timer);
+        waiting.delete(id);
+        resolve(result);
+      });
+      socket.send(JSON.stringify({ id, method }));
+    });
+  return {
+    async collectAndMeasure() {
+      await call("HeapProfiler.collectGarbage");
+      const usage = (await call("Runtime.getHeapUsage")) as { usedSize: number; totalSize: number };
+      return { usedMiB: usage.usedSize / 2 ** 20, totalMiB: usage.totalSize / 2 ** 20 };
+    },
+    close: () => socket.close(),
+  };
+}
+
+/** Removes the keys (queues, throttles) one bench server left under its own prefix. */
+async function dropRedisPrefix(redisUrl: string, prefix: string): Promise<void> {
+  const { Redis } = await import("ioredis");
+  const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  try {
+    await redis.connect();
+    let cursor = "0";
+    do {
+      const [next, keys] = await redis.scan(cursor, "MATCH", `${prefix}:*`, "COUNT", 500);
+      cursor = next;
+      if (keys.length > 0) await redis.del(...keys);
+    } while (cursor !== "0");
+  } catch {
+    // Leftover keys under a random prefix are harmless.
+  } finally {
+    redis.disconnect();
+  }
+}
+
+let clockTicks: number | undefined;
+function ticksPerSecond(): number {
+  if (clockTicks === undefined) {
+    try {
+      clockTicks = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
+    } catch {
+      clockTicks = 100;
+    }
+  }
+  return clockTicks;
+}
+
+/** CPU seconds (user + system) a process has used so far, from /proc/<pid>/stat. */
+export function processCpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  // The command name (field 2) may hold spaces: count fields after its closing parenthesis.
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  const utime = Number(fields[11]);
+  const stime = Number(fields[12]);
+  return (utime + stime) / ticksPerSecond();
+}
+
+/** Resident set size in MiB, from /proc/<pid>/status. */
+export function processRssMiB(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  const kb = Number(/^VmRSS:\s+(\d+)\s+kB/m.exec(status)?.[1] ?? 0);
+  return kb / 1024;
+}
+
+/** Busy and total jiffies of the whole machine (all cores), from /proc/stat. */
+export function machineCpu(): { busy: number; total: number } {
+  const line = readFileSync("/proc/stat", "utf8").split("\n")[0]!;
+  const values = line.trim().split(/\s+/).slice(1).map(Number);
+  const total = values.reduce((sum, value) => sum + value, 0);
+  const idle = (values[3] ?? 0) + (values[4] ?? 0);
+  return { busy: total - idle, total };
+}
+
+/** CPU seconds so far of every process whose command name is in `names` (PostgreSQL, Redis), by pid. */
+function cpuByName(names: Set<string>): Map<number, number> {
+  const result = new Map<number, number>();
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      const name = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+      if (!names.has(name)) continue;
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      result.set(Number(entry), (Number(fields[11]) + Number(fields[12])) / ticksPerSecond());
+    } catch {
+      // The process ended while we looked.
+    }
+  }
+  return result;
+}
+
+const STORE_PROCESSES = new Set(["postgres", "redis-server"]);
+
+/**
+ * Waits (at most `maxSeconds`) until the machine is nearly idle (under 15% busy over a second),
+ * so that a measurement does not start while other work holds the cores. Returns the last
+ * busy share seen (100 = every core busy).
+ */
+export async function waitForQuietMachine(maxSeconds: number): Promise<number> {
+  const deadline = performance.now() + maxSeconds * 1000;
+  for (;;) {
+    const before = machineCpu();
+    await sleep(1000);
+    const after = machineCpu();
+    const busy = ((after.busy - before.busy) / Math.max(1, after.total - before.total)) * 100;
+    if (busy < 15 || performance.now() >= deadline) return busy;
+  }
+}
+
+/**
+ * Samples a process's CPU and RSS over a window: CPU% of one core (100 = one full core),
+ * RSS at the start, at the end and at its highest (sampled every 250 ms), the CPU of the
+ * PostgreSQL and Redis processes and of this process, and the whole machine's busy share
+ * (100 = every core busy), so that other work on the machine shows.
+ */
+export function startUsageWindow(pid: number) {
+  const cpu0 = processCpuSeconds(pid);
+  const machine0 = machineCpu();
+  const self0 = process.cpuUsage();
+  const stores0 = cpuByName(STORE_PROCESSES);
+  const t0 = performance.now();
+  const rssStart = processRssMiB(pid);
+  let rssPeak = rssStart;
+  const sampler = setInterval(() => {
+    rssPeak = Math.max(rssPeak, processRssMiB(pid));
+  }, 250);
+  return {
+    finish() {
+      clearInterval(sampler);
+      const seconds = (performance.now() - t0) / 1000;
+      const machine1 = machineCpu();
+      const self = process.cpuUsage(self0);
+      const rssEnd = processRssMiB(pid);
+      let storesCpu = 0;
+      for (const [storePid, seconds] of cpuByName(STORE_PROCESSES)) storesCpu += seconds - (stores0.get(storePid) ?? 0);
+      const serverCpuPct = ((processCpuSeconds(pid) - cpu0) / seconds) * 100;
+      const benchCpuPct = ((self.user + self.system) / 1e6 / seconds) * 100;
+      const storesCpuPct = (storesCpu / seconds) * 100;
+      const machineBusyPct = ((machine1.busy - machine0.busy) / Math.max(1, machine1.total - machine0.total)) * 100;
+      return {
+        seconds,
+        serverCpuPct,
+        benchCpuPct,
+        /** PostgreSQL and Redis processes together (100 = one core). */
+        storesCpuPct,
+        machineBusyPct,
+        /** Everything else on the machine: other work sharing the cores (100 = one core). */
+        otherCpuPct: Math.max(
+          0,
+          (machineBusyPct / 100) * cpus().length * 100 - serverCpuPct - benchCpuPct - storesCpuPct,
+        ),
+        rssStart,
+        rssEnd,
+        rssPeak: Math.max(rssPeak, rssEnd),
+      };
+    },
+  };
+}
+
+/** JSON over REST with a bearer token; throws on a non-2xx answer. */
+export async function api<T>(
+  baseUrl: string,
+  method: string,
+  route: string,
+  token?: string,
+  body?: unknown,
+): Promise<T> {
+  const response = await fetch(`${baseUrl}${route}`, {
+    method,
+    headers: {
+      ...(body === undefined ? {} : { "Content-Type": "application/json" }),
+      ...(token ? { Authorization: `Bearer ${token}` } : {}),
+    },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await response.text();
+  if (!response.ok) throw new Error(`${method} ${route}: ${response.status} ${text.slice(0, 300)}`);
+  return (text ? JSON.parse(text) : undefined) as T;
+}
+
+/** Runs `task` over `items` with at most `limit` at a time. */
+export async function mapLimit<T, R>(
+  items: T[],
+  limit: number,
+  task: (item: T, index: number) => Promise<R>,
+): Promise<R[]> {
+  const results = new Array<R>(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const index = next++;
+      results[index] = await task(items[index]!, index);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return results;
+}
