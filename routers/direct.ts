@@ -71,7 +71,7 @@ export const directRouter = router({
     .input(conversationPath.extend(messageBody).superRefine(contentOrAttachments))
     .output(dataOf(messageRecord))
     .mutation(async ({ ctx, input }) => ({
-      data: await postDirectMessage(ctx.deps, ctx.auth.user.id, input.conversation_id, {
+      data: await postDirectMessage(ctx.deps, ctx.auth.user, input.conversation_id, {
         content: input.content,
         attachmentIds: input.attachment_ids,
       }),

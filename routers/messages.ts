@@ -82,7 +82,7 @@ export const messagesRouter = router({
     .mutation(async ({ ctx, input }) => ({
       data: await postChannelMessage(
         ctx.deps,
-        ctx.auth.user.id,
+        ctx.auth.user,
         { workspaceId: input.workspace_id, channelId: input.channel_id },
         {
           content: input.content,

@@ -54,12 +54,13 @@ export async function recordEvents(tx: Executor, now: Date, entries: EventEntry[
 
 /** Hands committed events to the bus and marks them published. */
 export async function publishEvents(
-  deps: Pick<Deps, "db" | "events" | "clock">,
+  deps: Pick<Deps, "db" | "events" | "clock" | "logger">,
   recorded: RecordedEvent[],
 ): Promise<void> {
   if (recorded.length === 0) return;
   for (const { stream, event } of recorded) await deps.events.publish(stream, event);
-  await deps.db
+  // Marking them published only spares the dispatcher work: it need not hold up the request.
+  deps.db
     .update(streamEvents)
     .set({ publishedAt: deps.clock.now() })
     .where(
@@ -67,7 +68,8 @@ export async function publishEvents(
         streamEvents.id,
         recorded.map(({ event }) => Number(event.id)),
       ),
-    );
+    )
+    .catch((error: unknown) => deps.logger.warn({ err: error }, "could not mark events published"));
 }
 
 /** Records and publishes in one go, for changes made outside a transaction. */
@@ -78,7 +80,7 @@ export async function emitEvent(deps: Deps, entry: EventEntry): Promise<StreamEv
 }
 
 /** Publishes events that were committed but never published (a crash in between), and prunes old ones. */
-export async function dispatchPendingEvents(deps: Pick<Deps, "db" | "events" | "clock">): Promise<number> {
+export async function dispatchPendingEvents(deps: Pick<Deps, "db" | "events" | "clock" | "logger">): Promise<number> {
   const now = deps.clock.now();
   const pending = await deps.db
     .select()

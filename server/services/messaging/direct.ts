@@ -1,7 +1,7 @@
 // One-to-one conversations: create-or-get with another user, list the caller's, and their
 // messages. Only the two participants see anything of a conversation (404 otherwise).
 import { and, desc, eq, inArray, or } from "drizzle-orm";
-import { conversations, messages, users, type Conversation } from "../../../db/schema/index.ts";
+import { conversations, messages, users, type Conversation, type User } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
 import { invalidField, notFound } from "../../errors.ts";
 import { emitEvent, streams } from "../../events/streams.ts";
@@ -135,13 +135,13 @@ export async function listDirectMessages(
 
 export async function postDirectMessage(
   deps: Deps,
-  userId: number,
+  user: User,
   conversationId: string,
   input: { content?: string | undefined; attachmentIds?: string[] | undefined },
 ) {
-  const conversation = await requireParticipant(deps, userId, conversationId);
+  const conversation = await requireParticipant(deps, user.id, conversationId);
   return postMessage(deps, {
-    author: { type: "user", userId },
+    author: { type: "user", user },
     target: { kind: "conversation", conversationId: conversation.id },
     ...input,
   });

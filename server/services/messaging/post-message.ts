@@ -3,7 +3,7 @@
 // inserted, its events recorded; after commit the events are published.
 import { and, eq, inArray, isNull, sql } from "drizzle-orm";
 import type { Transaction } from "../../../db/client.ts";
-import { attachments, conversations, messages, users, type MessageType } from "../../../db/schema/index.ts";
+import { attachments, conversations, messages, type MessageType, type User } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
 import { invalidField } from "../../errors.ts";
 import { publishEvents, recordEvents, streams, type EventEntry } from "../../events/streams.ts";
@@ -11,7 +11,8 @@ import { newId } from "../../ids.ts";
 import { toMessageRecord, type MessageRecord } from "../../records/message.ts";
 
 export type MessageAuthor =
-  { type: "user"; userId: number } | { type: "bot"; webhookId: string; name: string; avatarUrl: string | null };
+  | { type: "user"; user: Pick<User, "id" | "name" | "avatarUrl"> }
+  | { type: "bot"; webhookId: string; name: string; avatarUrl: string | null };
 
 export type MessageTarget =
   { kind: "channel"; workspaceId: string; channelId: string } | { kind: "conversation"; conversationId: string };
@@ -67,7 +68,8 @@ async function checkParent(tx: Transaction, target: MessageTarget, parentId: str
 export async function postMessage(deps: Deps, input: PostMessageInput): Promise<MessageRecord> {
   const now = deps.clock.now();
   const id = newId("message", now.getTime());
-  const authorUserId = input.author.type === "user" ? input.author.userId : null;
+  const authorUser = input.author.type === "user" ? input.author.user : null;
+  const authorUserId = authorUser?.id ?? null;
   const { record, recorded } = await deps.db.transaction(async (tx) => {
     if (input.parentMessageId) await checkParent(tx, input.target, input.parentMessageId);
     const row: typeof messages.$inferInsert = {
@@ -94,13 +96,7 @@ export async function postMessage(deps: Deps, input: PostMessageInput): Promise<
         .set({ lastMessageId: id, updatedAt: now })
         .where(eq(conversations.id, input.target.conversationId));
     }
-    const [author] = authorUserId
-      ? await tx
-          .select({ id: users.id, name: users.name, avatarUrl: users.avatarUrl })
-          .from(users)
-          .where(eq(users.id, authorUserId))
-      : [null];
-    const record = toMessageRecord(message!, author ?? null, claimed, deps.config.appUrl);
+    const record = toMessageRecord(message!, authorUser, claimed, deps.config.appUrl);
     const recorded = await recordEvents(tx, now, messageEvents(input.target, "message.created", record));
     return { record, recorded };
   });
