@@ -7,6 +7,7 @@ import { restClient, type RestClient } from "./helpers/api.ts";
 import { DEFAULT_PASSWORD, registerUser, uniqueEmail } from "./helpers/factories.ts";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
 import { until } from "./helpers/wait.ts";
+import { rejectionOf } from "./helpers/rpc.ts";
 
 let server: TestServer;
 let api: RestClient;
@@ -38,15 +39,6 @@ function chat(token?: string): ChatClient {
   return client;
 }
 
-/** The rejection of a call, which must be a TRPCClientError. */
-async function rejectionOf(promise: Promise<unknown>): Promise<TRPCClientError<any>> {
-  const error = await promise.then(
-    () => undefined,
-    (reason: unknown) => reason,
-  );
-  expect(error).toBeInstanceOf(TRPCClientError);
-  return error as TRPCClientError<any>;
-}
 
 const registration = (overrides: Record<string, unknown> = {}) => ({
   name: "Client User",

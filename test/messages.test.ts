@@ -4,10 +4,11 @@
 // Attachment upload and download are tested elsewhere; only an unknown attachment id is here.
 import { randomBytes } from "node:crypto";
 import { afterAll, describe, expect, it } from "vitest";
-import { createChatClient, TRPCClientError, type ChatClient } from "../client/index.ts";
+import { createChatClient, type ChatClient } from "../client/index.ts";
 import type { ApiResponse } from "./helpers/api.ts";
 import { registerUser, uniqueEmail, type RegisteredUser } from "./helpers/factories.ts";
 import { useTestServer } from "./helpers/server.ts";
+import { rejectionOf } from "./helpers/rpc.ts";
 
 const ctx = useTestServer();
 
@@ -761,14 +762,6 @@ describe("through the typed client", () => {
     return client;
   }
 
-  async function rejectionOf(promise: Promise<unknown>): Promise<TRPCClientError<any>> {
-    const error = await promise.then(
-      () => undefined,
-      (reason: unknown) => reason,
-    );
-    expect(error).toBeInstanceOf(TRPCClientError);
-    return error as TRPCClientError<any>;
-  }
 
   it("posts and reads channel messages, with the same record as REST", async () => {
     const { owner, member, workspace, general } = await team();
