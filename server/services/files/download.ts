@@ -9,8 +9,7 @@ import type { Deps } from "../../deps.ts";
 import { AppError, notFound } from "../../errors.ts";
 import { FileNotStoredError, type StoredObject } from "../../storage/file-storage.ts";
 import { requireParticipant } from "../messaging/direct.ts";
-import { requireMember } from "../workspaces/access.ts";
-import { visibleChannel } from "../workspaces/channels.ts";
+import { requireVisibleChannel } from "../workspaces/channels.ts";
 
 export const ATTACHMENT_NOT_FOUND = "Attachment not found.";
 
@@ -51,9 +50,7 @@ export async function openAttachment(
   } else if (message.workspaceId && message.channelId) {
     if (kind !== "channel") throw notFound(ATTACHMENT_NOT_FOUND);
     const { workspaceId, channelId } = message;
-    await asAttachmentNotFound(
-      requireMember(deps.db, workspaceId, userId).then((membership) => visibleChannel(deps.db, membership, channelId)),
-    );
+    await asAttachmentNotFound(requireVisibleChannel(deps.db, workspaceId, userId, channelId));
   } else {
     throw notFound(ATTACHMENT_NOT_FOUND);
   }

@@ -4,8 +4,7 @@ import { and, eq } from "drizzle-orm";
 import { channelMembers, channels, workspaceMembers, type MessageType, type User } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
 import { forbidden, invalidField } from "../../errors.ts";
-import { visibleChannel } from "../workspaces/channels.ts";
-import { requireMember } from "../workspaces/access.ts";
+import { requireVisibleChannel } from "../workspaces/channels.ts";
 import { channelScope, messagePage } from "./history.ts";
 import { postMessage } from "./post-message.ts";
 
@@ -15,8 +14,7 @@ export async function listChannelMessages(
   path: { workspaceId: string; channelId: string },
   page: { limit?: number | undefined; before?: string | undefined; parentMessageId?: string | undefined },
 ) {
-  const membership = await requireMember(deps.db, path.workspaceId, userId);
-  const channel = await visibleChannel(deps.db, membership, path.channelId);
+  const { channel } = await requireVisibleChannel(deps.db, path.workspaceId, userId, path.channelId);
   return messagePage(deps.db, deps.config.appUrl, channelScope(channel.id, page.parentMessageId), page);
 }
 
@@ -36,8 +34,7 @@ async function postingChannel(deps: Deps, userId: number, path: { workspaceId: s
     .where(and(eq(channels.id, path.channelId), eq(channels.workspaceId, path.workspaceId)))
     .limit(1);
   if (row?.inChannel) return row.channel;
-  const membership = await requireMember(deps.db, path.workspaceId, userId);
-  await visibleChannel(deps.db, membership, path.channelId);
+  await requireVisibleChannel(deps.db, path.workspaceId, userId, path.channelId);
   throw forbidden("Join the channel to post in it.");
 }
 

@@ -8,8 +8,7 @@ import type { Deps } from "../../deps.ts";
 import { isoTimestamp } from "../../clock.ts";
 import { streamSubscription, streams, type StreamEvent } from "../../events/streams.ts";
 import { invalidField } from "../../errors.ts";
-import { requireMember } from "../workspaces/access.ts";
-import { visibleChannel } from "../workspaces/channels.ts";
+import { requireVisibleChannel } from "../workspaces/channels.ts";
 import { requireParticipant } from "./direct.ts";
 
 type Signal = AbortSignal | undefined;
@@ -29,8 +28,7 @@ export async function channelEvents(
   input: { workspaceId: string; channelId: string; lastEventId?: string | null | undefined },
   signal: Signal,
 ) {
-  const membership = await requireMember(deps.db, input.workspaceId, auth.user.id);
-  const channel = await visibleChannel(deps.db, membership, input.channelId);
+  const { channel } = await requireVisibleChannel(deps.db, input.workspaceId, auth.user.id, input.channelId);
   return streamSubscription({
     db: deps.db,
     bus: deps.events,
@@ -124,8 +122,7 @@ export async function startTyping(
     stream = streams.conversation(conversation.id);
     scope = { conversation_id: conversation.id };
   } else if (input.workspaceId && input.channelId) {
-    const membership = await requireMember(deps.db, input.workspaceId, auth.user.id);
-    const channel = await visibleChannel(deps.db, membership, input.channelId);
+    const { channel } = await requireVisibleChannel(deps.db, input.workspaceId, auth.user.id, input.channelId);
     stream = streams.channel(channel.id);
     scope = { workspace_id: input.workspaceId, channel_id: channel.id };
   } else {

@@ -48,6 +48,12 @@ export async function visibleChannel(db: Executor, membership: Membership, chann
   return channel;
 }
 
+/** The caller's membership and a channel they may see: 404 for the workspace or the channel otherwise. */
+export async function requireVisibleChannel(db: Executor, workspaceId: string, userId: number, channelId: string) {
+  const membership = await requireMember(db, workspaceId, userId);
+  return { membership, channel: await visibleChannel(db, membership, channelId) };
+}
+
 export async function listChannels(deps: Deps, userId: number, workspaceId: string) {
   await requireMember(deps.db, workspaceId, userId);
   const rows = await deps.db
@@ -171,8 +177,7 @@ export async function joinChannel(
   channelId: string,
   password: string | undefined,
 ) {
-  const membership = await requireMember(deps.db, workspaceId, userId);
-  const channel = await visibleChannel(deps.db, membership, channelId);
+  const { channel } = await requireVisibleChannel(deps.db, workspaceId, userId, channelId);
   if (!(await isMemberOf(deps.db, channel.id, userId))) {
     await checkJoinPassword(channel.passwordHash, password);
     await addChannelMember(deps, workspaceId, channel.id, userId);
@@ -192,8 +197,7 @@ async function addChannelMember(deps: Deps, workspaceId: string, channelId: stri
 }
 
 export async function listChannelMembers(deps: Deps, userId: number, workspaceId: string, channelId: string) {
-  const membership = await requireMember(deps.db, workspaceId, userId);
-  const channel = await visibleChannel(deps.db, membership, channelId);
+  const { channel } = await requireVisibleChannel(deps.db, workspaceId, userId, channelId);
   const rows = await deps.db
     .select({ user: users, joinedAt: channelMembers.joinedAt })
     .from(channelMembers)
@@ -211,8 +215,7 @@ export async function addToChannel(
   channelId: string,
   targetUserId: number,
 ) {
-  const membership = await requireMember(deps.db, workspaceId, userId);
-  const channel = await visibleChannel(deps.db, membership, channelId);
+  const { membership, channel } = await requireVisibleChannel(deps.db, workspaceId, userId, channelId);
   if (!canManage(membership.member.role) && !(await isMemberOf(deps.db, channel.id, userId))) throw forbidden();
   const [target] = await deps.db
     .select({ user: users })
@@ -233,8 +236,7 @@ export async function removeFromChannel(
   channelId: string,
   targetUserId: number,
 ) {
-  const membership = await requireMember(deps.db, workspaceId, userId);
-  const channel = await visibleChannel(deps.db, membership, channelId);
+  const { membership, channel } = await requireVisibleChannel(deps.db, workspaceId, userId, channelId);
   if (targetUserId !== userId && !canManage(membership.member.role)) throw forbidden();
   const removed = await deps.db.delete(channelMembers).where(isChannelMember(channel.id, targetUserId)).returning();
   if (removed.length === 0) throw notFound("That user is not a member of this channel.");

@@ -13,8 +13,6 @@ export type WorkspaceEventType =
   | "channel.member_joined"
   | "channel.member_left";
 
-export const workspaceTopic = streams.workspace;
-
 export function publishWorkspaceEvent(
   deps: Deps,
   workspaceId: string,

@@ -2,7 +2,6 @@
 // not given, unique per scope (workspaces globally, channels within their workspace).
 import { randomBytes } from "node:crypto";
 
-export const SLUG_PATTERN = /^[A-Za-z0-9_-]+$/;
 export const SLUG_MAX = 80;
 
 export function slugify(name: string, fallback: string): string {
