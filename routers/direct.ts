@@ -13,7 +13,7 @@ import {
 import { conversationEvents } from "../server/services/messaging/live.ts";
 import { authedProcedure, router } from "../server/trpc.ts";
 import { emailInput, userIdInput } from "./inputs.ts";
-import { resumable, trackedEvents } from "./live.ts";
+import { resumable } from "./live.ts";
 import { contentOrAttachments, messageBody, messagePageOutput, pageInput } from "./messages.ts";
 
 const tags = ["Direct chat"];
@@ -81,13 +81,11 @@ export const directRouter = router({
   onConversation: authedProcedure
     .input(conversationPath.extend(resumable.shape))
     .subscription(async ({ ctx, input, signal }) =>
-      trackedEvents(
-        await conversationEvents(
-          ctx.deps,
-          ctx.auth,
-          { conversationId: input.conversation_id, lastEventId: input.lastEventId },
-          signal,
-        ),
+      conversationEvents(
+        ctx.deps,
+        ctx.auth,
+        { conversationId: input.conversation_id, lastEventId: input.lastEventId },
+        signal,
       ),
     ),
 });

@@ -7,7 +7,7 @@ import { listChannelMessages, postChannelMessage } from "../server/services/mess
 import { channelEvents, startTyping } from "../server/services/messaging/live.ts";
 import { authedProcedure, router } from "../server/trpc.ts";
 import { booleanInput } from "./inputs.ts";
-import { resumable, trackedEvents } from "./live.ts";
+import { resumable } from "./live.ts";
 
 const tags = ["Messages"];
 const channelPath = z.object({ workspace_id: z.string(), channel_id: z.string() });
@@ -100,13 +100,11 @@ export const messagesRouter = router({
   onChannel: authedProcedure
     .input(channelPath.extend(resumable.shape))
     .subscription(async ({ ctx, input, signal }) =>
-      trackedEvents(
-        await channelEvents(
-          ctx.deps,
-          ctx.auth,
-          { workspaceId: input.workspace_id, channelId: input.channel_id, lastEventId: input.lastEventId },
-          signal,
-        ),
+      channelEvents(
+        ctx.deps,
+        ctx.auth,
+        { workspaceId: input.workspace_id, channelId: input.channel_id, lastEventId: input.lastEventId },
+        signal,
       ),
     ),
 

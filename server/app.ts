@@ -2,7 +2,6 @@
 // WebSocket server. Used by `npm start`, by `npm run worker` (workers only) and by the tests.
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { applyWSSHandler } from "@trpc/server/adapters/ws";
 import { WebSocketServer } from "ws";
 import { openDatabase, type DatabaseHandle } from "../db/client.ts";
 import { appRouter } from "../routers/index.ts";
@@ -12,8 +11,9 @@ import type { Config } from "./config.ts";
 import { createWsContext } from "./context.ts";
 import type { Deps } from "./deps.ts";
 import { InProcessEventBus, RedisEventBus } from "./events/bus.ts";
-import { dispatchPendingEvents } from "./events/streams.ts";
+import { dispatchPendingEvents, flushPublishedMarks } from "./events/streams.ts";
 import { createRequestListener } from "./http/host.ts";
+import { serveTrpcOverWebSocket } from "./http/trpc-websocket.ts";
 import { startBullMqWorkers, BullMqJobQueue } from "./jobs/bullmq.ts";
 import type { JobHandlers, JobQueue } from "./jobs/definition.ts";
 import { InProcessJobQueue } from "./jobs/in-process.ts";
@@ -67,6 +67,7 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
       mail.close();
       await events.close();
       await redis?.quit().catch(() => {});
+      await flushPublishedMarks(database.db);
       await database.close();
       storage.close();
     },
@@ -120,11 +121,14 @@ export async function startApp(config: Config, options: AppOptions = {}): Promis
 
   const server = createServer(createRequestListener(deps, appRouter, readiness));
   const wss = new WebSocketServer({ noServer: true });
-  const wsHandler = applyWSSHandler({
+  const wsHandler = serveTrpcOverWebSocket({
     wss,
     router: appRouter,
-    createContext: ({ req, info }) => createWsContext(deps, req, info.connectionParams ?? null),
-    keepAlive: { enabled: true, pingMs: 30_000, pongWaitMs: 5_000 },
+    createContext: (req, connectionParams) => createWsContext(deps, req, connectionParams),
+    keepAlive: { pingMs: 30_000, pongWaitMs: 5_000 },
+    onError: (error, path) => {
+      if (error.code === "INTERNAL_SERVER_ERROR") deps.logger.error({ err: error.cause ?? error, path }, "rpc failed");
+    },
   });
   server.on("upgrade", (req, socket, head) => {
     const pathname = new URL(req.url ?? "/", "http://localhost").pathname;

@@ -1,7 +1,8 @@
 // Durable live events. Each event is written to stream_events (inside the transaction that
 // caused it, when there is one), then published on the event bus under its stream's topic.
-// A subscriber subscribes first, replays what it missed since its last event id from the
-// table, then receives live events, each exactly once.
+// A subscriber (LiveSubscription) subscribes first, replays what it missed since its last
+// event id from the table, then receives live events, each exactly once.
+import { tracked, type TrackedEnvelope } from "@trpc/server";
 import { and, asc, gt, inArray, isNull, lt, max } from "drizzle-orm";
 import type { Database, Executor } from "../../db/client.ts";
 import { streamEvents } from "../../db/schema/index.ts";
@@ -36,40 +37,85 @@ export const streams = {
   conversation: (conversationId: string) => `conversation:${conversationId}`,
 };
 
+/** The stream_events rows for these entries. */
+export function eventRows(now: Date, entries: EventEntry[]): (typeof streamEvents.$inferInsert)[] {
+  return entries.map((entry) => ({
+    stream: entry.stream,
+    payload: { type: entry.type, scope: entry.scope ?? {}, data: entry.data },
+    createdAt: now,
+  }));
+}
+
 /** Writes events (usually inside the caller's transaction); publish them after commit. */
 export async function recordEvents(tx: Executor, now: Date, entries: EventEntry[]): Promise<RecordedEvent[]> {
   if (entries.length === 0) return [];
-  const rows = await tx
-    .insert(streamEvents)
-    .values(
-      entries.map((entry) => ({
-        stream: entry.stream,
-        payload: { type: entry.type, scope: entry.scope ?? {}, data: entry.data },
-        createdAt: now,
-      })),
-    )
-    .returning();
+  const rows = await tx.insert(streamEvents).values(eventRows(now, entries)).returning();
   return rows.map(toRecordedEvent);
 }
 
-/** Hands committed events to the bus and marks them published. */
+/** Hands committed events to the bus; they are marked published shortly after. */
 export async function publishEvents(
   deps: Pick<Deps, "db" | "events" | "clock" | "logger">,
   recorded: RecordedEvent[],
 ): Promise<void> {
   if (recorded.length === 0) return;
   for (const { stream, event } of recorded) await deps.events.publish(stream, event);
-  // Marking them published only spares the dispatcher work: it need not hold up the request.
-  deps.db
-    .update(streamEvents)
-    .set({ publishedAt: deps.clock.now() })
-    .where(
-      inArray(
-        streamEvents.id,
-        recorded.map(({ event }) => Number(event.id)),
-      ),
-    )
-    .catch((error: unknown) => deps.logger.warn({ err: error }, "could not mark events published"));
+  publishedMarks(deps).add(recorded.map(({ event }) => Number(event.id)));
+}
+
+/**
+ * Marking events published only spares the dispatcher work, so it is batched: one UPDATE
+ * a quarter of a second for everything published meanwhile, instead of one per event.
+ * The dispatcher republishes only events older than five seconds, long after a batch is
+ * written; `flushPublishedMarks` writes the last batch at shutdown.
+ */
+class PublishedMarks {
+  private ids: number[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  private writing: Promise<void> = Promise.resolve();
+
+  constructor(private readonly deps: Pick<Deps, "db" | "clock" | "logger">) {}
+
+  add(ids: number[]): void {
+    this.ids.push(...ids);
+    this.timer ??= setTimeout(() => void this.flush(), 250);
+  }
+
+  flush(): Promise<void> {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    const ids = this.ids;
+    this.ids = [];
+    if (ids.length > 0) {
+      this.writing = this.writing.then(() =>
+        this.deps.db
+          .update(streamEvents)
+          .set({ publishedAt: this.deps.clock.now() })
+          .where(inArray(streamEvents.id, ids))
+          .then(
+            () => undefined,
+            (error: unknown) => this.deps.logger.warn({ err: error }, "could not mark events published"),
+          ),
+      );
+    }
+    return this.writing;
+  }
+}
+
+const marks = new WeakMap<Database, PublishedMarks>();
+
+function publishedMarks(deps: Pick<Deps, "db" | "clock" | "logger">): PublishedMarks {
+  let batch = marks.get(deps.db);
+  if (!batch) {
+    batch = new PublishedMarks(deps);
+    marks.set(deps.db, batch);
+  }
+  return batch;
+}
+
+/** Writes the marks not yet written (at shutdown, before the database closes). */
+export function flushPublishedMarks(db: Database): Promise<void> {
+  return marks.get(db)?.flush() ?? Promise.resolve();
 }
 
 /** Records and publishes in one go, for changes made outside a transaction. */
@@ -93,7 +139,7 @@ export async function dispatchPendingEvents(deps: Pick<Deps, "db" | "events" | "
   return pending.length;
 }
 
-function toRecordedEvent(row: typeof streamEvents.$inferSelect): RecordedEvent {
+export function toRecordedEvent(row: typeof streamEvents.$inferSelect): RecordedEvent {
   const payload = row.payload as { type: string; scope: EventScope; data: Record<string, unknown> };
   return {
     stream: row.stream,
@@ -125,92 +171,203 @@ async function currentPosition(db: Database): Promise<string> {
   return String(row?.id ?? 0);
 }
 
+/** What `watch` says of an event: "skip" drops it, "end" delivers it and stops, a topic list replaces the topics. */
+export type WatchDecision = "end" | "skip" | string[] | undefined;
+
+/** Where a live subscription hands its events. */
+export type LiveSink = {
+  event(position: string, event: StreamEvent): void;
+  /** The subscriber lost access: nothing follows the last event. */
+  end(): void;
+  fail(error: unknown): void;
+};
+
+/** Replayed ids are remembered this long, to drop their live copies that were still on the way. */
+const REPLAY_OVERLAP_MS = 60_000;
+
 /**
- * The events of a changing set of streams, each with the position to resume from: subscribe
- * first (buffering), replay from the store what came after `lastEventId`, then yield live
- * events, skipping any already replayed. `watch` may end the subscription or change its
- * topics (membership changes); topics gained are replayed from the event that added them.
- * Ephemeral events (typing, no id) carry the current position, which starts at the newest
- * stored event, so resuming from one never replays history from before the subscription.
+ * The events of a changing set of streams, each with the position to resume from. It
+ * subscribes first (queueing), replays from the store what came after `lastEventId`, then
+ * delivers live events as they arrive, skipping any already replayed. `watch` may end the
+ * subscription or change its topics (membership changes); topics gained are replayed from the
+ * event that added them. Ephemeral events (typing, no id) carry the current position, which
+ * starts at the newest stored event, so resuming from one never replays older history.
+ *
+ * Live events are delivered synchronously from the bus's callback, in order, to a sink
+ * (`attach`): the WebSocket host writes them straight to the socket, so an event costs one
+ * loop over its subscribers rather than an async generator per subscriber. The async
+ * iterator face (tRPC's HTTP/SSE subscriptions) is the same thing with a queue in front.
  */
-export async function* streamSubscription(options: {
-  db: Database;
-  bus: EventBus;
-  topics: string[];
-  lastEventId: string | null | undefined;
-  signal: AbortSignal | undefined;
-  /**
-   * Called for every event before it is yielded: "skip" drops it, "end" delivers it and stops
-   * (access lost), a topic list replaces the topics (membership changed).
-   */
-  watch?: (event: StreamEvent) => Promise<"end" | "skip" | string[] | undefined>;
-}): AsyncGenerator<[position: string, event: StreamEvent]> {
-  const pending: StreamEvent[] = [];
-  let wake: (() => void) | undefined;
-  const listener = (message: unknown) => {
-    pending.push(message as StreamEvent);
-    wake?.();
+export class LiveSubscription implements AsyncIterable<TrackedEnvelope<StreamEvent>> {
+  private sink: LiveSink | undefined;
+  private closed = false;
+  /** Events that arrived while an async step (replay, membership change) was running. */
+  private queue: StreamEvent[] = [];
+  private busy = true;
+  private position = "0";
+  private replayed = new Set<string>();
+  private replayedAt = 0;
+  private readonly unsubscribers = new Map<string, () => void>();
+  private readonly listener = (message: unknown) => {
+    if (this.closed) return;
+    if (this.busy) this.queue.push(message as StreamEvent);
+    else this.process(message as StreamEvent);
   };
-  const unsubscribers = new Map<string, () => void>();
+
+  constructor(
+    private readonly options: {
+      db: Database;
+      bus: EventBus;
+      topics: string[];
+      lastEventId: string | null | undefined;
+      signal?: AbortSignal | undefined;
+      /** Called for every live event before it is delivered (and for replayed ones: "skip" only). */
+      watch?: (event: StreamEvent) => WatchDecision | Promise<WatchDecision>;
+    },
+  ) {}
+
+  /** Starts delivery to `sink`. Once only. */
+  attach(sink: LiveSink): void {
+    if (this.sink) throw new Error("LiveSubscription.attach: already attached");
+    this.sink = sink;
+    if (this.options.signal?.aborted) return this.close();
+    this.options.signal?.addEventListener("abort", () => this.close(), { once: true });
+    this.run(() => this.start());
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.queue = [];
+    for (const unsubscribe of this.unsubscribers.values()) unsubscribe();
+    this.unsubscribers.clear();
+  }
+
+  private async start(): Promise<void> {
+    const { db, lastEventId, watch } = this.options;
+    await this.setTopics(this.options.topics);
+    this.position = lastEventId ?? (await currentPosition(db));
+    if (!lastEventId) return;
+    for (const event of await replay(db, this.options.topics, lastEventId)) {
+      this.replayed.add(event.id);
+      this.advance(event);
+      if ((await watch?.(event)) !== "skip") this.deliver(event);
+    }
+    this.replayedAt = Date.now();
+  }
+
+  /** Runs an async step with live events queued behind it, then delivers the queue. */
+  private run(step: () => Promise<void>): void {
+    this.busy = true;
+    step().then(
+      () => {
+        this.busy = false;
+        while (!this.busy && !this.closed && this.queue.length > 0) this.process(this.queue.shift()!);
+      },
+      (error: unknown) => {
+        if (this.closed) return;
+        this.close();
+        this.sink!.fail(error);
+      },
+    );
+  }
+
+  private process(event: StreamEvent): void {
+    if (this.replayed.size > 0) {
+      if (event.id && this.replayed.delete(event.id)) return;
+      if (Date.now() - this.replayedAt > REPLAY_OVERLAP_MS) this.replayed.clear();
+    }
+    this.advance(event);
+    const decision = this.options.watch?.(event);
+    if (decision instanceof Promise) this.run(async () => this.decide(event, await decision));
+    else if (Array.isArray(decision)) this.run(() => this.decide(event, decision));
+    else void this.decide(event, decision);
+  }
+
+  /** Acts on a decision; only a topic change has async work (subscribe, replay what it missed). */
+  private async decide(event: StreamEvent, decision: WatchDecision): Promise<void> {
+    if (decision === "skip" || this.closed) return;
+    const gained = Array.isArray(decision) ? await this.setTopics(decision) : [];
+    this.deliver(event);
+    // The event that ends access (removal, deletion) is the last one delivered.
+    if (decision === "end") {
+      this.close();
+      this.sink!.end();
+      return;
+    }
+    for (const missed of gained.length > 0 ? await replay(this.options.db, gained, event.id) : []) {
+      this.replayed.add(missed.id);
+      this.replayedAt = Date.now();
+      this.advance(missed);
+      this.deliver(missed);
+    }
+  }
+
+  private deliver(event: StreamEvent): void {
+    if (!this.closed) this.sink!.event(this.position, event);
+  }
+
+  private advance(event: StreamEvent): void {
+    if (event.id && Number(event.id) > Number(this.position)) this.position = event.id;
+  }
+
   /** Subscribes to the new topics, drops the old ones; returns the topics gained. */
-  const setTopics = async (topics: string[]) => {
-    for (const [topic, unsubscribe] of unsubscribers) {
+  private async setTopics(topics: string[]): Promise<string[]> {
+    for (const [topic, unsubscribe] of this.unsubscribers) {
       if (!topics.includes(topic)) {
         unsubscribe();
-        unsubscribers.delete(topic);
+        this.unsubscribers.delete(topic);
       }
     }
     const added: string[] = [];
     for (const topic of topics) {
-      if (!unsubscribers.has(topic)) {
-        unsubscribers.set(topic, await options.bus.subscribe(topic, listener));
+      if (this.closed) break;
+      if (!this.unsubscribers.has(topic)) {
+        this.unsubscribers.set(topic, await this.options.bus.subscribe(topic, this.listener));
         added.push(topic);
       }
     }
+    // Closed while subscribing: let go of what was just taken.
+    if (this.closed) for (const unsubscribe of this.unsubscribers.values()) unsubscribe();
     return added;
-  };
-  // Abort wakes the wait below. (Racing each wait against one long-lived "aborted" promise
-  // would leave a reaction on that promise per wait, kept until the subscription ends.)
-  const onAbort = () => wake?.();
-  options.signal?.addEventListener("abort", onAbort, { once: true });
-  try {
-    await setTopics(options.topics);
-    const delivered = new Set<string>();
-    let position = options.lastEventId ?? (await currentPosition(options.db));
-    const advance = (event: StreamEvent) => {
-      if (event.id && Number(event.id) > Number(position)) position = event.id;
+  }
+
+  /** The same events as tRPC tracked envelopes, for callers that iterate (HTTP/SSE subscriptions). */
+  [Symbol.asyncIterator](): AsyncIterator<TrackedEnvelope<StreamEvent>> {
+    const items: TrackedEnvelope<StreamEvent>[] = [];
+    let ended = false;
+    let failure: { error: unknown } | undefined;
+    let wake: (() => void) | undefined;
+    this.attach({
+      event: (position, event) => {
+        items.push(tracked(position, event));
+        wake?.();
+      },
+      end: () => {
+        ended = true;
+        wake?.();
+      },
+      fail: (error) => {
+        failure = { error };
+        wake?.();
+      },
+    });
+    this.options.signal?.addEventListener("abort", () => wake?.(), { once: true });
+    return {
+      next: async () => {
+        for (;;) {
+          const item = items.shift();
+          if (item) return { value: item, done: false };
+          if (failure) throw failure.error;
+          if (ended || this.closed) return { value: undefined, done: true };
+          await new Promise<void>((resolve) => (wake = resolve));
+          wake = undefined;
+        }
+      },
+      return: async () => {
+        this.close();
+        return { value: undefined, done: true };
+      },
     };
-    if (options.lastEventId) {
-      for (const event of await replay(options.db, options.topics, options.lastEventId)) {
-        delivered.add(event.id);
-        advance(event);
-        if ((await options.watch?.(event)) !== "skip") yield [position, event];
-      }
-    }
-    while (!options.signal?.aborted) {
-      const event = pending.shift();
-      if (!event) {
-        await new Promise<void>((resolve) => (wake = resolve));
-        wake = undefined;
-        continue;
-      }
-      if (event.id && delivered.delete(event.id)) continue;
-      advance(event);
-      const decision = await options.watch?.(event);
-      if (decision === "skip") continue;
-      const gained = Array.isArray(decision) ? await setTopics(decision) : [];
-      yield [position, event];
-      // The event that ends access (removal, deletion) is the last one delivered.
-      if (decision === "end") return;
-      // What the new topics carried since the membership change, before we listened.
-      for (const missed of gained.length ? await replay(options.db, gained, event.id) : []) {
-        delivered.add(missed.id);
-        advance(missed);
-        yield [position, missed];
-      }
-    }
-  } finally {
-    options.signal?.removeEventListener("abort", onAbort);
-    for (const unsubscribe of unsubscribers.values()) unsubscribe();
   }
 }

@@ -3,6 +3,7 @@
 import { randomBytes } from "node:crypto";
 import { and, desc, eq, gt, isNull, ne, or, sql } from "drizzle-orm";
 import type { Database, Executor } from "../../../db/client.ts";
+import { prepared } from "../../../db/prepared.ts";
 import { accessTokens, users, type AccessToken, type TokenKind, type User } from "../../../db/schema/index.ts";
 import { sha256Hex } from "../../crypto.ts";
 import { newId } from "../../ids.ts";
@@ -34,11 +35,8 @@ export async function issueToken(
   return { token: token!, plaintext };
 }
 
-// Runs on every authenticated request: prepared once per database, so drizzle does not
-// rebuild the query each time.
-const lookups = new WeakMap<Database, ReturnType<typeof prepareLookup>>();
-
-function prepareLookup(db: Database) {
+// Runs on every authenticated request, so it is a prepared statement.
+function prepareLookup(db: Database, name: string) {
   return db
     .select({ token: accessTokens, user: users })
     .from(accessTokens)
@@ -51,7 +49,7 @@ function prepareLookup(db: Database) {
       ),
     )
     .limit(1)
-    .prepare("resolve_access_token");
+    .prepare(name);
 }
 
 /** The token and its active user, or null for an unknown, expired or inactive one. */
@@ -61,11 +59,7 @@ export async function resolveToken(
   now: Date,
 ): Promise<{ token: AccessToken; user: User } | null> {
   if (!plaintext.startsWith(TOKEN_PREFIX)) return null;
-  let lookup = lookups.get(db);
-  if (!lookup) {
-    lookup = prepareLookup(db);
-    lookups.set(db, lookup);
-  }
+  const lookup = prepared(db, "resolve_access_token", prepareLookup);
   const [row] = await lookup.execute({ tokenHash: hashToken(plaintext), now: now.toISOString() });
   if (!row) return null;
   const { token } = row;

@@ -6,7 +6,7 @@ import { channelMembers, conversations, workspaceMembers } from "../../../db/sch
 import type { Auth } from "../../context.ts";
 import type { Deps } from "../../deps.ts";
 import { isoTimestamp } from "../../clock.ts";
-import { streamSubscription, streams, type StreamEvent } from "../../events/streams.ts";
+import { LiveSubscription, streams, type StreamEvent } from "../../events/streams.ts";
 import { invalidField } from "../../errors.ts";
 import { requireVisibleChannel } from "../workspaces/channels.ts";
 import { requireParticipant } from "./direct.ts";
@@ -29,13 +29,13 @@ export async function channelEvents(
   signal: Signal,
 ) {
   const { channel } = await requireVisibleChannel(deps.db, input.workspaceId, auth.user.id, input.channelId);
-  return streamSubscription({
+  return new LiveSubscription({
     db: deps.db,
     bus: deps.events,
     topics: [streams.channel(channel.id), streams.workspace(input.workspaceId)],
     lastEventId: input.lastEventId,
     signal,
-    watch: async (event) => {
+    watch: (event) => {
       if (event.channel_id === channel.id) return undefined;
       return losesChannel(event, auth.user.id, channel.id) ? "end" : "skip";
     },
@@ -49,7 +49,7 @@ export async function conversationEvents(
   signal: Signal,
 ) {
   const conversation = await requireParticipant(deps, auth.user.id, input.conversationId);
-  return streamSubscription({
+  return new LiveSubscription({
     db: deps.db,
     bus: deps.events,
     topics: [streams.conversation(conversation.id)],
@@ -95,14 +95,14 @@ export async function userEvents(
   input: { lastEventId?: string | null | undefined },
   signal: Signal,
 ) {
-  return streamSubscription({
+  return new LiveSubscription({
     db: deps.db,
     bus: deps.events,
     topics: await userTopics(deps, auth.user.id),
     lastEventId: input.lastEventId,
     signal,
     // Membership changed: follow the user's current channels and conversations.
-    watch: async (event) => (MEMBERSHIP_EVENTS.has(event.type) ? userTopics(deps, auth.user.id) : undefined),
+    watch: (event) => (MEMBERSHIP_EVENTS.has(event.type) ? userTopics(deps, auth.user.id) : undefined),
   });
 }
 

@@ -1,12 +1,28 @@
 // The only way a message is created: by a user (REST or RPC), and later by an inbound webhook
-// or in a temporary room. In one transaction: access, parent, attachments claimed, message
-// inserted, its events recorded; after commit the events are published.
+// or in a temporary room. The message and its events are written together (one statement for
+// a plain message, a transaction when it also claims attachments or counts a reply on its
+// parent); after commit the events are published.
 import { and, eq, inArray, isNull, sql } from "drizzle-orm";
-import type { Transaction } from "../../../db/client.ts";
-import { attachments, conversations, messages, type MessageType, type User } from "../../../db/schema/index.ts";
+import type { Database, Executor, Transaction } from "../../../db/client.ts";
+import {
+  attachments,
+  conversations,
+  messages,
+  streamEvents,
+  type Message,
+  type MessageType,
+  type User,
+} from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
 import { invalidField } from "../../errors.ts";
-import { publishEvents, recordEvents, streams, type EventEntry } from "../../events/streams.ts";
+import {
+  eventRows,
+  publishEvents,
+  recordEvents,
+  streams,
+  toRecordedEvent,
+  type EventEntry,
+} from "../../events/streams.ts";
 import { newId } from "../../ids.ts";
 import { toMessageRecord, type MessageRecord } from "../../records/message.ts";
 
@@ -70,38 +86,66 @@ export async function postMessage(deps: Deps, input: PostMessageInput): Promise<
   const id = newId("message", now.getTime());
   const authorUser = input.author.type === "user" ? input.author.user : null;
   const authorUserId = authorUser?.id ?? null;
+  const message: Message = {
+    id,
+    workspaceId: input.target.kind === "channel" ? input.target.workspaceId : null,
+    channelId: input.target.kind === "channel" ? input.target.channelId : null,
+    conversationId: input.target.kind === "conversation" ? input.target.conversationId : null,
+    authorUserId,
+    authorWebhookId: input.author.type === "bot" ? input.author.webhookId : null,
+    authorName: input.author.type === "bot" ? input.author.name : null,
+    authorAvatarUrl: input.author.type === "bot" ? input.author.avatarUrl : null,
+    content: input.content ?? "",
+    type: input.type ?? "text",
+    parentMessageId: input.parentMessageId ?? null,
+    replyCount: 0,
+    skipTranslation: input.skipTranslation ?? false,
+    createdAt: now,
+    updatedAt: now,
+  };
+  const attachmentIds = input.attachmentIds ?? [];
+
+  // Most messages are text: the message, its events and the conversation's last message are
+  // then one statement, atomic on its own, with no transaction around it.
+  if (!message.parentMessageId && attachmentIds.length === 0) {
+    const record = toMessageRecord(message, authorUser, [], deps.config.appUrl);
+    const events = messageEvents(input.target, "message.created", record);
+    const recorded = await insertMessage(deps.db, message, events, now);
+    await publishEvents(deps, recorded);
+    return record;
+  }
+
+  // A reply counts itself on its parent, and attachments are claimed once the message exists.
   const { record, recorded } = await deps.db.transaction(async (tx) => {
-    if (input.parentMessageId) await checkParent(tx, input.target, input.parentMessageId);
-    const row: typeof messages.$inferInsert = {
-      id,
-      workspaceId: input.target.kind === "channel" ? input.target.workspaceId : null,
-      channelId: input.target.kind === "channel" ? input.target.channelId : null,
-      conversationId: input.target.kind === "conversation" ? input.target.conversationId : null,
-      authorUserId,
-      authorWebhookId: input.author.type === "bot" ? input.author.webhookId : null,
-      authorName: input.author.type === "bot" ? input.author.name : null,
-      authorAvatarUrl: input.author.type === "bot" ? input.author.avatarUrl : null,
-      content: input.content ?? "",
-      type: input.type ?? "text",
-      parentMessageId: input.parentMessageId ?? null,
-      skipTranslation: input.skipTranslation ?? false,
-      createdAt: now,
-      updatedAt: now,
-    };
-    const [message] = await tx.insert(messages).values(row).returning();
-    const claimed = await claimAttachments(tx, authorUserId, input.attachmentIds ?? [], id);
-    if (input.target.kind === "conversation") {
-      await tx
-        .update(conversations)
-        .set({ lastMessageId: id, updatedAt: now })
-        .where(eq(conversations.id, input.target.conversationId));
-    }
-    const record = toMessageRecord(message!, authorUser, claimed, deps.config.appUrl);
+    if (message.parentMessageId) await checkParent(tx, input.target, message.parentMessageId);
+    await tx.insert(messages).values(message);
+    const claimed = await claimAttachments(tx, authorUserId, attachmentIds, id);
+    if (message.conversationId) await touchConversation(tx, message.conversationId, id, now);
+    const record = toMessageRecord(message, authorUser, claimed, deps.config.appUrl);
     const recorded = await recordEvents(tx, now, messageEvents(input.target, "message.created", record));
     return { record, recorded };
   });
   await publishEvents(deps, recorded);
   return record;
+}
+
+function touchConversation(executor: Executor, conversationId: string, messageId: string, now: Date) {
+  return executor
+    .update(conversations)
+    .set({ lastMessageId: messageId, updatedAt: now })
+    .where(eq(conversations.id, conversationId))
+    .returning({ id: conversations.id });
+}
+
+/** One statement: the message, (for a direct message) the conversation's last message, and the events. */
+async function insertMessage(db: Database, message: Message, events: EventEntry[], now: Date) {
+  const inserted = db.$with("inserted_message").as(db.insert(messages).values(message).returning({ id: messages.id }));
+  const rows = eventRows(now, events);
+  if (message.conversationId) {
+    const touched = db.$with("touched_conversation").as(touchConversation(db, message.conversationId, message.id, now));
+    return (await db.with(inserted, touched).insert(streamEvents).values(rows).returning()).map(toRecordedEvent);
+  }
+  return (await db.with(inserted).insert(streamEvents).values(rows).returning()).map(toRecordedEvent);
 }
 
 /** A message event on its channel's or conversation's stream. */
