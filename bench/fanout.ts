@@ -213,6 +213,8 @@ class RawReceiver implements Receiver {
     return new Promise((resolve, reject) => {
       const socket = new WebSocket(`${baseUrl.replace(/^http/, "ws")}/trpc?connectionParams=1`, {
         perMessageDeflate: false,
+        // The load generator shares the machine: it trusts the server's UTF-8 rather than checking it.
+        skipUTF8Validation: true,
       });
       const timer = setTimeout(() => {
         socket.terminate();

@@ -21,3 +21,18 @@ export function prepared<T>(db: Database, name: string, build: (db: Database, na
   }
   return statement;
 }
+
+type PostgresJsClient = { unsafe(text: string, params: unknown[], options: { prepare: boolean }): Promise<unknown[]> };
+type PGliteClient = { query(text: string, params: unknown[]): Promise<{ rows: unknown[] }> };
+
+/**
+ * Runs one hand-written statement as a prepared statement, on either driver: for a statement
+ * drizzle's builder cannot prepare as one query (a data-modifying CTE on the hottest path).
+ * Pass timestamps as ISO strings and cast parameters in the SQL; rows come back as the driver
+ * gives them, keyed by the names in the SQL.
+ */
+export async function runPrepared<Row>(db: Database, text: string, params: unknown[]): Promise<Row[]> {
+  const client = (db as unknown as { $client: PostgresJsClient | PGliteClient }).$client;
+  if ("unsafe" in client) return (await client.unsafe(text, params, { prepare: true })) as Row[];
+  return (await client.query(text, params)).rows as Row[];
+}

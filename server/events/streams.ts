@@ -37,19 +37,20 @@ export const streams = {
   conversation: (conversationId: string) => `conversation:${conversationId}`,
 };
 
-/** The stream_events rows for these entries. */
-export function eventRows(now: Date, entries: EventEntry[]): (typeof streamEvents.$inferInsert)[] {
-  return entries.map((entry) => ({
-    stream: entry.stream,
-    payload: { type: entry.type, scope: entry.scope ?? {}, data: entry.data },
-    createdAt: now,
-  }));
+/** What stream_events.payload holds for an entry. */
+export type EventPayload = { type: string; scope: EventScope; data: Record<string, unknown> };
+
+export function eventPayload(entry: EventEntry): EventPayload {
+  return { type: entry.type, scope: entry.scope ?? {}, data: entry.data };
 }
 
 /** Writes events (usually inside the caller's transaction); publish them after commit. */
 export async function recordEvents(tx: Executor, now: Date, entries: EventEntry[]): Promise<RecordedEvent[]> {
   if (entries.length === 0) return [];
-  const rows = await tx.insert(streamEvents).values(eventRows(now, entries)).returning();
+  const rows = await tx
+    .insert(streamEvents)
+    .values(entries.map((entry) => ({ stream: entry.stream, payload: eventPayload(entry), createdAt: now })))
+    .returning();
   return rows.map(toRecordedEvent);
 }
 
@@ -139,18 +140,13 @@ export async function dispatchPendingEvents(deps: Pick<Deps, "db" | "events" | "
   return pending.length;
 }
 
-export function toRecordedEvent(row: typeof streamEvents.$inferSelect): RecordedEvent {
-  const payload = row.payload as { type: string; scope: EventScope; data: Record<string, unknown> };
-  return {
-    stream: row.stream,
-    event: {
-      id: String(row.id),
-      type: payload.type,
-      ...payload.scope,
-      created_at: isoTimestamp(row.createdAt),
-      data: payload.data,
-    },
-  };
+function toRecordedEvent(row: typeof streamEvents.$inferSelect): RecordedEvent {
+  return { stream: row.stream, event: toStreamEvent(String(row.id), row.createdAt, row.payload as EventPayload) };
+}
+
+/** The event subscribers receive. */
+export function toStreamEvent(id: string, createdAt: Date, payload: EventPayload): StreamEvent {
+  return { id, type: payload.type, ...payload.scope, created_at: isoTimestamp(createdAt), data: payload.data };
 }
 
 async function replay(db: Database, topics: string[], afterId: string): Promise<StreamEvent[]> {

@@ -139,10 +139,11 @@ export async function postDirectMessage(
   conversationId: string,
   input: { content?: string | undefined; attachmentIds?: string[] | undefined },
 ) {
-  const conversation = await requireParticipant(deps, user.id, conversationId);
-  return postMessage(deps, {
+  const record = await postMessage(deps, {
     author: { type: "user", user },
-    target: { kind: "conversation", conversationId: conversation.id },
+    target: { kind: "conversation", conversationId },
     ...input,
   });
+  if (!record) throw notFound(CONVERSATION_NOT_FOUND);
+  return record;
 }

@@ -2,26 +2,30 @@
 // or in a temporary room. The message and its events are written together (one statement for
 // a plain message, a transaction when it also claims attachments or counts a reply on its
 // parent); after commit the events are published.
-import { and, eq, inArray, isNull, sql } from "drizzle-orm";
+import { and, eq, inArray, isNull, or, sql } from "drizzle-orm";
 import type { Database, Executor, Transaction } from "../../../db/client.ts";
+import { runPrepared } from "../../../db/prepared.ts";
 import {
   attachments,
+  channelMembers,
+  channels,
   conversations,
   messages,
-  streamEvents,
   type Message,
   type MessageType,
   type User,
+  workspaceMembers,
 } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
 import { invalidField } from "../../errors.ts";
 import {
-  eventRows,
+  eventPayload,
   publishEvents,
   recordEvents,
   streams,
-  toRecordedEvent,
+  toStreamEvent,
   type EventEntry,
+  type RecordedEvent,
 } from "../../events/streams.ts";
 import { newId } from "../../ids.ts";
 import { toMessageRecord, type MessageRecord } from "../../records/message.ts";
@@ -35,7 +39,7 @@ export type MessageTarget =
 
 export type PostMessageInput = {
   author: MessageAuthor;
-  /** The caller has already checked that the author may post here (see channel/direct services). */
+  /** A user author must be a member or participant there (checked as the message is written). */
   target: MessageTarget;
   content?: string | undefined;
   attachmentIds?: string[] | undefined;
@@ -81,7 +85,13 @@ async function checkParent(tx: Transaction, target: MessageTarget, parentId: str
     throw invalidField("parent_message_id", "The parent message must be a top-level message of this channel.");
 }
 
-export async function postMessage(deps: Deps, input: PostMessageInput): Promise<MessageRecord> {
+/**
+ * Writes the message and publishes its event. Returns null, writing nothing, when a user
+ * author may not post to the target (not a member of the channel and its workspace, or not a
+ * participant of the conversation): the caller knows which error to give. The check is part
+ * of the write, so a member removed meanwhile cannot slip a message in.
+ */
+export async function postMessage(deps: Deps, input: PostMessageInput): Promise<MessageRecord | null> {
   const now = deps.clock.now();
   const id = newId("message", now.getTime());
   const authorUser = input.author.type === "user" ? input.author.user : null;
@@ -105,28 +115,55 @@ export async function postMessage(deps: Deps, input: PostMessageInput): Promise<
   };
   const attachmentIds = input.attachmentIds ?? [];
 
-  // Most messages are text: the message, its events and the conversation's last message are
-  // then one statement, atomic on its own, with no transaction around it.
+  // Most messages are text: the message, its event and the conversation's last message are
+  // then one prepared statement, atomic on its own, with no transaction around it.
   if (!message.parentMessageId && attachmentIds.length === 0) {
     const record = toMessageRecord(message, authorUser, [], deps.config.appUrl);
-    const events = messageEvents(input.target, "message.created", record);
-    const recorded = await insertMessage(deps.db, message, events, now);
+    const recorded = await insertMessage(deps.db, message, messageEvent(input.target, "message.created", record));
+    if (!recorded) return null;
     await publishEvents(deps, recorded);
     return record;
   }
 
   // A reply counts itself on its parent, and attachments are claimed once the message exists.
-  const { record, recorded } = await deps.db.transaction(async (tx) => {
+  const written = await deps.db.transaction(async (tx) => {
+    if (authorUserId !== null && !(await userMayPost(tx, authorUserId, input.target))) return null;
     if (message.parentMessageId) await checkParent(tx, input.target, message.parentMessageId);
     await tx.insert(messages).values(message);
     const claimed = await claimAttachments(tx, authorUserId, attachmentIds, id);
     if (message.conversationId) await touchConversation(tx, message.conversationId, id, now);
     const record = toMessageRecord(message, authorUser, claimed, deps.config.appUrl);
-    const recorded = await recordEvents(tx, now, messageEvents(input.target, "message.created", record));
+    const recorded = await recordEvents(tx, now, [messageEvent(input.target, "message.created", record)]);
     return { record, recorded };
   });
-  await publishEvents(deps, recorded);
-  return record;
+  if (!written) return null;
+  await publishEvents(deps, written.recorded);
+  return written.record;
+}
+
+/** A member of the channel and its workspace, or a participant of the conversation. */
+async function userMayPost(tx: Transaction, userId: number, target: MessageTarget): Promise<boolean> {
+  const rows =
+    target.kind === "channel"
+      ? await tx
+          .select({ userId: channelMembers.userId })
+          .from(channels)
+          .innerJoin(
+            workspaceMembers,
+            and(eq(workspaceMembers.workspaceId, channels.workspaceId), eq(workspaceMembers.userId, userId)),
+          )
+          .innerJoin(channelMembers, and(eq(channelMembers.channelId, channels.id), eq(channelMembers.userId, userId)))
+          .where(and(eq(channels.id, target.channelId), eq(channels.workspaceId, target.workspaceId)))
+      : await tx
+          .select({ id: conversations.id })
+          .from(conversations)
+          .where(
+            and(
+              eq(conversations.id, target.conversationId),
+              or(eq(conversations.userAId, userId), eq(conversations.userBId, userId)),
+            ),
+          );
+  return rows.length > 0;
 }
 
 function touchConversation(executor: Executor, conversationId: string, messageId: string, now: Date) {
@@ -137,32 +174,74 @@ function touchConversation(executor: Executor, conversationId: string, messageId
     .returning({ id: conversations.id });
 }
 
-/** One statement: the message, (for a direct message) the conversation's last message, and the events. */
-async function insertMessage(db: Database, message: Message, events: EventEntry[], now: Date) {
-  const inserted = db.$with("inserted_message").as(db.insert(messages).values(message).returning({ id: messages.id }));
-  const rows = eventRows(now, events);
-  if (message.conversationId) {
-    const touched = db.$with("touched_conversation").as(touchConversation(db, message.conversationId, message.id, now));
-    return (await db.with(inserted, touched).insert(streamEvents).values(rows).returning()).map(toRecordedEvent);
-  }
-  return (await db.with(inserted).insert(streamEvents).values(rows).returning()).map(toRecordedEvent);
+// $5 is the author's user id (null for a bot): a user posts only as a member of the channel and
+// its workspace ($2, $3) or as a participant of the conversation ($4).
+const INSERT_MESSAGE = `
+with allowed as (
+  select 1 where $5::integer is null
+    or exists (
+      select 1 from channels c
+      join workspace_members wm on wm.workspace_id = c.workspace_id and wm.user_id = $5::integer
+      join channel_members cm on cm.channel_id = c.id and cm.user_id = $5::integer
+      where c.id = $3 and c.workspace_id = $2)
+    or exists (
+      select 1 from conversations v
+      where v.id = $4 and (v.user_a_id = $5::integer or v.user_b_id = $5::integer))
+),
+inserted_message as (
+  insert into messages (id, workspace_id, channel_id, conversation_id, author_user_id, author_webhook_id,
+    author_name, author_avatar_url, content, type, skip_translation, created_at, updated_at)
+  select $1, $2, $3, $4, $5::integer, $6, $7, $8, $9, $10, $11::boolean, $12::timestamptz, $12::timestamptz
+  from allowed
+  returning id
+),
+touched_conversation as (
+  update conversations set last_message_id = $1, updated_at = $12::timestamptz
+  where id = $4 and exists (select 1 from inserted_message)
+)
+insert into stream_events (stream, payload, created_at)
+select $13, $14::jsonb, $12::timestamptz from inserted_message
+returning id::text as id`;
+
+/**
+ * One statement: the author's right to post, the message, (for a direct message) the
+ * conversation's last message, and the event. Null when the author may not post there.
+ */
+async function insertMessage(db: Database, message: Message, event: EventEntry): Promise<RecordedEvent[] | null> {
+  const payload = eventPayload(event);
+  const [row] = await runPrepared<{ id: string }>(db, INSERT_MESSAGE, [
+    message.id,
+    message.workspaceId,
+    message.channelId,
+    message.conversationId,
+    message.authorUserId,
+    message.authorWebhookId,
+    message.authorName,
+    message.authorAvatarUrl,
+    message.content,
+    message.type,
+    message.skipTranslation,
+    message.createdAt.toISOString(),
+    event.stream,
+    JSON.stringify(payload),
+  ]);
+  if (!row) return null;
+  return [{ stream: event.stream, event: toStreamEvent(row.id, message.createdAt, payload) }];
 }
 
 /** A message event on its channel's or conversation's stream. */
-export function messageEvents(target: MessageTarget, type: string, record: MessageRecord): EventEntry[] {
-  return [
-    target.kind === "channel"
-      ? {
-          stream: streams.channel(target.channelId),
-          type,
-          scope: { workspace_id: target.workspaceId, channel_id: target.channelId },
-          data: { message: record },
-        }
-      : {
-          stream: streams.conversation(target.conversationId),
-          type,
-          scope: { conversation_id: target.conversationId },
-          data: { message: record },
-        },
-  ];
+export function messageEvent(target: MessageTarget, type: string, record: MessageRecord): EventEntry {
+  return target.kind === "channel"
+    ? {
+        stream: streams.channel(target.channelId),
+        type,
+        scope: { workspace_id: target.workspaceId, channel_id: target.channelId },
+        data: { message: record },
+      }
+    : {
+        stream: streams.conversation(target.conversationId),
+        type,
+        scope: { conversation_id: target.conversationId },
+        data: { message: record },
+      };
 }
