@@ -11,9 +11,13 @@ export function createRedis(
   url: string,
   logger: Logger,
   name: string,
-  options: { maxRetriesPerRequest?: number | null } = {},
+  options: { maxRetriesPerRequest?: number | null; enableAutoPipelining?: boolean } = {},
 ): Redis {
-  const client = new Redis(url, { maxRetriesPerRequest: options.maxRetriesPerRequest ?? 3, connectionName: name });
+  const client = new Redis(url, {
+    maxRetriesPerRequest: options.maxRetriesPerRequest ?? 3,
+    connectionName: name,
+    enableAutoPipelining: options.enableAutoPipelining ?? false,
+  });
   let lastLogged = 0;
   client.on("error", (error: Error) => {
     const now = Date.now();

@@ -42,7 +42,8 @@ export class RedisEventBus implements EventBus {
     private readonly prefix: string,
     logger: Logger,
   ) {
-    this.publisher = createRedis(redisUrl, logger, "events-publisher");
+    // Publishes made in the same tick (a busy server) leave in one write.
+    this.publisher = createRedis(redisUrl, logger, "events-publisher", { enableAutoPipelining: true });
     // A subscriber connection only listens: no per-command retry limit applies to it.
     this.subscriber = createRedis(redisUrl, logger, "events-subscriber", { maxRetriesPerRequest: null });
     this.subscriber.on("message", (channel: string, raw: string) => {

@@ -58,7 +58,8 @@ function jsonOf(event: StreamEvent): string {
 
 /**
  * Frames written in one turn of the event loop leave together: the socket is corked at the
- * first and uncorked once the turn's callbacks and promise jobs are done. (`_socket` is the
+ * first and uncorked once the turn's callbacks and promise jobs are done, so a busy channel
+ * costs one socket write per connection per turn rather than one per event. (`_socket` is the
  * net.Socket under a `ws` WebSocket, the one `ws` itself reads `bufferedAmount` from.)
  */
 const corked = new Set<{ uncork(): void }>();
