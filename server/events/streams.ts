@@ -172,6 +172,8 @@ export type WatchDecision = "end" | "skip" | string[] | undefined;
 
 /** Where a live subscription hands its events. */
 export type LiveSink = {
+  /** Listening: every event published from now on will be delivered. */
+  ready?(): void;
   event(position: string, event: StreamEvent): void;
   /** The subscriber lost access: nothing follows the last event. */
   end(): void;
@@ -243,6 +245,7 @@ export class LiveSubscription implements AsyncIterable<TrackedEnvelope<StreamEve
     const { db, lastEventId, watch } = this.options;
     await this.setTopics(this.options.topics);
     this.position = lastEventId ?? (await currentPosition(db));
+    if (!this.closed) this.sink!.ready?.();
     if (!lastEventId) return;
     for (const event of await replay(db, this.options.topics, lastEventId)) {
       this.replayed.add(event.id);

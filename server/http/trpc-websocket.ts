@@ -29,8 +29,14 @@ import { LiveSubscription, type StreamEvent } from "../events/streams.ts";
 
 const OPEN = 1;
 
-/** A connection whose unsent frames pass this is too slow: it is closed, and resumes by lastEventId. */
+/**
+ * A connection whose unsent frames stay above MAX_BUFFERED_BYTES for SLOW_GRACE_MS (or pass
+ * HARD_MAX_BUFFERED_BYTES) is too slow: it is closed, and its client resumes by lastEventId.
+ * The grace lets a replay burst (up to 1000 events at once) drain.
+ */
 export const MAX_BUFFERED_BYTES = 4 * 1024 * 1024;
+export const SLOW_GRACE_MS = 2_000;
+const HARD_MAX_BUFFERED_BYTES = 64 * 1024 * 1024;
 /** Close code for it: "try again later" (RFC 6455 registry). The client reconnects by itself. */
 const CLOSE_TOO_SLOW = 1013;
 
@@ -80,6 +86,14 @@ function sendCoalesced(client: WebSocket, frame: string) {
     }
   }
   client.send(frame);
+}
+
+/**
+ * Closes a connection that does not read fast enough. No frame is queued after the close frame;
+ * `ws` destroys the socket if the close handshake does not finish within 30 seconds.
+ */
+function tooSlow(client: WebSocket) {
+  client.close(CLOSE_TOO_SLOW, "too slow: resume with lastEventId");
 }
 
 function connectionParamsOf(message: unknown): Record<string, string> {
@@ -199,14 +213,26 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
             result.close();
             stopped();
           };
-          respond({ id, jsonrpc, result: { type: "started" } });
           const prefix = `{"id":${JSON.stringify(id)},${jsonrpc ? '"jsonrpc":"2.0",' : ""}"result":{"type":"data","id":`;
+          let backlogSince = 0;
+          const tooFarBehind = () => {
+            const buffered = client.bufferedAmount;
+            if (buffered <= MAX_BUFFERED_BYTES) {
+              backlogSince = 0;
+              return false;
+            }
+            const now = Date.now();
+            backlogSince ||= now;
+            return buffered > HARD_MAX_BUFFERED_BYTES || now - backlogSince > SLOW_GRACE_MS;
+          };
           result.attach({
+            // "started" once the subscription listens, so that a client may rely on it.
+            ready: () => respond({ id, jsonrpc, result: { type: "started" } }),
             event(position, event) {
               if (client.readyState !== OPEN) return;
-              if (client.bufferedAmount > MAX_BUFFERED_BYTES) {
+              if (tooFarBehind()) {
                 result.close();
-                client.close(CLOSE_TOO_SLOW, "too slow: resume with lastEventId");
+                tooSlow(client);
                 return;
               }
               const positionJson = JSON.stringify(position);
@@ -220,6 +246,7 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
           });
           return;
         }
+        respond({ id, jsonrpc, result: { type: "started" } });
         await iterate(result, { id, jsonrpc }, abort.signal);
         stopped();
       } catch (cause) {

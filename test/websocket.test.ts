@@ -1,0 +1,236 @@
+// The WebSocket door at /trpc (server/http/trpc-websocket.ts) spoken with a bare `ws` socket,
+// frame by frame, as @trpc/client's wsLink speaks it: connection params, queries, errors,
+// subscriptions (started, tracked data frames, stop, duplicate ids), the closing of a
+// subscriber too slow to read, and its resumption from lastEventId with nothing lost.
+import { randomBytes } from "node:crypto";
+import { afterEach, describe, expect, it } from "vitest";
+import WebSocket from "ws";
+import { MAX_BUFFERED_BYTES, SLOW_GRACE_MS } from "../server/http/trpc-websocket.ts";
+import { registerUser, type RegisteredUser } from "./helpers/factories.ts";
+import { useTestServer } from "./helpers/server.ts";
+import { until } from "./helpers/wait.ts";
+
+const ctx = useTestServer();
+
+type Frame = Record<string, any>;
+
+/** A raw socket that records every JSON frame it receives. */
+class RawSocket {
+  readonly frames: Frame[] = [];
+  closeCode: number | undefined;
+  private constructor(readonly socket: WebSocket) {
+    socket.on("message", (data) => {
+      const text = data.toString();
+      if (text === "PING") socket.send("PONG");
+      else if (text !== "PONG") this.frames.push(JSON.parse(text));
+    });
+    socket.on("close", (code) => (this.closeCode = code));
+    socket.on("error", () => {});
+  }
+
+  static async open(query = "?connectionParams=1"): Promise<RawSocket> {
+    const socket = new WebSocket(`${ctx.server.url.replace(/^http/, "ws")}/trpc${query}`);
+    await new Promise<void>((resolve, reject) => {
+      socket.once("open", () => resolve());
+      socket.once("error", reject);
+    });
+    const raw = new RawSocket(socket);
+    sockets.push(raw);
+    return raw;
+  }
+
+  send(message: unknown) {
+    this.socket.send(typeof message === "string" ? message : JSON.stringify(message));
+  }
+
+  /** Waits for the first frame (after `from`) that matches. */
+  async next(match: (frame: Frame) => boolean, from = 0): Promise<Frame> {
+    return until(() => this.frames.slice(from).find(match), "a matching frame", 5_000);
+  }
+
+  dataFrames(id: number): Frame[] {
+    return this.frames.filter((frame) => frame.id === id && frame.result?.type === "data");
+  }
+}
+
+const sockets: RawSocket[] = [];
+afterEach(() => {
+  for (const raw of sockets.splice(0)) raw.socket.terminate();
+});
+
+async function signedInSocket(user: RegisteredUser): Promise<RawSocket> {
+  const raw = await RawSocket.open();
+  raw.send({ method: "connectionParams", data: { token: user.token } });
+  return raw;
+}
+
+async function channelWithMember() {
+  const owner = await registerUser(ctx.api);
+  const created = await ctx.api.post(
+    "/api/v1/workspaces",
+    { name: `Socket ${randomBytes(3).toString("hex")}` },
+    { token: owner.token },
+  );
+  expect(created.status).toBe(201);
+  const workspaceId: string = created.body.data.id;
+  const channels = await ctx.api.get(`/api/v1/workspaces/${workspaceId}/channels`, { token: owner.token });
+  const channelId: string = channels.body.data[0].id;
+  return { owner, workspaceId, channelId };
+}
+
+function post(user: RegisteredUser, workspaceId: string, channelId: string, content: string) {
+  return ctx.api.post(
+    `/api/v1/workspaces/${workspaceId}/channels/${channelId}/messages`,
+    { content },
+    {
+      token: user.token,
+    },
+  );
+}
+
+describe("the tRPC WebSocket protocol", () => {
+  it("answers a query once the connection params have signed the socket in", async () => {
+    const user = await registerUser(ctx.api);
+    const raw = await signedInSocket(user);
+    raw.send({ id: 1, method: "query", params: { path: "me.get" } });
+    const answer = await raw.next((frame) => frame.id === 1);
+    expect(answer.result.type).toBe("data");
+    expect(answer.result.data).toMatchObject({ id: user.id, email: user.email });
+  });
+
+  it("answers with the error shape: UNAUTHORIZED without a token, NOT_FOUND for an unknown procedure", async () => {
+    const raw = await RawSocket.open("");
+    raw.send({ id: 1, method: "query", params: { path: "me.get" } });
+    raw.send({ id: 2, jsonrpc: "2.0", method: "query", params: { path: "no.such.procedure" } });
+    const unauthorized = await raw.next((frame) => frame.id === 1);
+    expect(unauthorized.error).toMatchObject({ code: -32001, data: { code: "UNAUTHORIZED", httpStatus: 401 } });
+    const missing = await raw.next((frame) => frame.id === 2);
+    expect(missing.jsonrpc).toBe("2.0");
+    expect(missing.error).toMatchObject({ data: { code: "NOT_FOUND", httpStatus: 404 } });
+  });
+
+  it("refuses a malformed frame with PARSE_ERROR and keeps the connection", async () => {
+    const user = await registerUser(ctx.api);
+    const raw = await signedInSocket(user);
+    raw.send("{not json");
+    const refused = await raw.next((frame) => frame.id === null);
+    expect(refused.error).toMatchObject({ data: { code: "PARSE_ERROR" } });
+    raw.send({ id: 7, method: "query", params: { path: "me.get" } });
+    expect((await raw.next((frame) => frame.id === 7)).result.data.id).toBe(user.id);
+  });
+
+  it("refuses connection params that are not strings, then closes the socket", async () => {
+    const raw = await RawSocket.open();
+    raw.send({ method: "connectionParams", data: { token: 42 } });
+    const refused = await raw.next((frame) => frame.id === null);
+    expect(refused.error).toMatchObject({ data: { code: "PARSE_ERROR" } });
+    await until(() => raw.closeCode !== undefined || undefined, "raw.closeCode !== undefined", 5_000);
+  });
+
+  it("subscribes (started, then tracked data frames), refuses a duplicate id, and stops on request", async () => {
+    const { owner, workspaceId, channelId } = await channelWithMember();
+    const raw = await signedInSocket(owner);
+    const subscribe = {
+      id: 3,
+      method: "subscription",
+      params: { path: "messages.onChannel", input: { workspace_id: workspaceId, channel_id: channelId } },
+    };
+    raw.send(subscribe);
+    await raw.next((frame) => frame.id === 3 && frame.result?.type === "started");
+
+    raw.send(subscribe);
+    const duplicate = await raw.next((frame) => frame.id === 3 && "error" in frame);
+    expect(duplicate.error).toMatchObject({ message: "Duplicate id 3", data: { code: "BAD_REQUEST" } });
+
+    const posted = await post(owner, workspaceId, channelId, "over the socket");
+    expect(posted.status).toBe(201);
+    await until(() => raw.dataFrames(3).length === 1 || undefined, "raw.dataFrames(3).length === 1", 5_000);
+    const [frame] = raw.dataFrames(3);
+    expect(frame!.result.id).toBe(frame!.result.data.id);
+    expect(frame!.result.data.data).toMatchObject({
+      id: frame!.result.id,
+      type: "message.created",
+      workspace_id: workspaceId,
+      channel_id: channelId,
+      data: { message: { id: posted.body.data.id, content: "over the socket" } },
+    });
+
+    raw.send({ id: 3, method: "subscription.stop" });
+    await raw.next((frame) => frame.id === 3 && frame.result?.type === "stopped");
+    expect((await post(owner, workspaceId, channelId, "after the stop")).status).toBe(201);
+    // A query answered after the post's event would have been sent shows nothing else came.
+    raw.send({ id: 4, method: "query", params: { path: "me.get" } });
+    await raw.next((frame) => frame.id === 4);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(raw.dataFrames(3)).toHaveLength(1);
+  });
+
+  it("answers a subscription to a channel the user cannot see with NOT_FOUND and no started", async () => {
+    const { workspaceId, channelId } = await channelWithMember();
+    const stranger = await registerUser(ctx.api);
+    const raw = await signedInSocket(stranger);
+    raw.send({
+      id: 5,
+      method: "subscription",
+      params: { path: "messages.onChannel", input: { workspace_id: workspaceId, channel_id: channelId } },
+    });
+    const refused = await raw.next((frame) => frame.id === 5);
+    expect(refused.error).toMatchObject({ data: { code: "NOT_FOUND", httpStatus: 404 } });
+  });
+});
+
+describe("a subscriber too slow to read", () => {
+  it(`is closed (1013) once more than ${MAX_BUFFERED_BYTES / 1024 / 1024} MiB wait for it for ${SLOW_GRACE_MS} ms, and resumes from its last event with nothing lost`, async () => {
+    const { owner, workspaceId, channelId } = await channelWithMember();
+    const input = { workspace_id: workspaceId, channel_id: channelId };
+    const slow = await signedInSocket(owner);
+    slow.send({ id: 1, method: "subscription", params: { path: "messages.onChannel", input } });
+    await slow.next((frame) => frame.id === 1 && frame.result?.type === "started");
+
+    // One message read, then the socket stops reading (the kernel buffers fill, then the server's).
+    expect((await post(owner, workspaceId, channelId, "read")).status).toBe(201);
+    await until(() => slow.dataFrames(1).length === 1 || undefined, "slow.dataFrames(1).length === 1", 5_000);
+    const lastSeen: string = slow.dataFrames(1)[0]!.result.id;
+    (slow.socket as unknown as { _socket: { pause(): void } })._socket.pause();
+
+    const big = "x".repeat(39_000);
+    const postedIds: string[] = [];
+    // About 23 MB: more than the kernel's socket buffers and the server's limit together.
+    for (let batch = 0; batch < 60; batch++) {
+      const responses = await Promise.all(
+        Array.from({ length: 10 }, (_, index) => post(owner, workspaceId, channelId, `${batch}-${index} ${big}`)),
+      );
+      for (const response of responses) {
+        expect(response.status).toBe(201);
+        postedIds.push(response.body.data.id);
+      }
+    }
+    // The server checks a connection's backlog when it has an event for it: a few more small
+    // messages after the grace period.
+    const graceEnds = Date.now() + SLOW_GRACE_MS + 1_500;
+    while (Date.now() < graceEnds) {
+      const response = await post(owner, workspaceId, channelId, "one more");
+      expect(response.status).toBe(201);
+      postedIds.push(response.body.data.id);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    (slow.socket as unknown as { _socket: { resume(): void } })._socket.resume();
+    await until(() => slow.closeCode !== undefined || undefined, "slow.closeCode !== undefined", 10_000);
+    expect(slow.closeCode).toBe(1013);
+
+    // A new socket resuming from the last event it saw gets every message posted since, once.
+    const resumed = await signedInSocket(owner);
+    resumed.send({
+      id: 1,
+      method: "subscription",
+      params: { path: "messages.onChannel", input, lastEventId: lastSeen },
+    });
+    await until(
+      () => resumed.dataFrames(1).length >= postedIds.length || undefined,
+      "resumed.dataFrames(1).length >= postedIds.length",
+      15_000,
+    );
+    const ids = resumed.dataFrames(1).map((frame) => frame.result.data.data.data.message.id);
+    expect(ids.sort()).toEqual([...postedIds].sort());
+  }, 60_000);
+});
