@@ -3,7 +3,7 @@
 // a plain message, a transaction when it also claims attachments or counts a reply on its
 // parent); after commit the events are published.
 import { and, eq, inArray, isNull, or, sql } from "drizzle-orm";
-import type { Database, Executor, Transaction } from "../../../db/client.ts";
+import type { Database, Transaction } from "../../../db/client.ts";
 import { runPrepared } from "../../../db/prepared.ts";
 import {
   attachments,
@@ -131,7 +131,12 @@ export async function postMessage(deps: Deps, input: PostMessageInput): Promise<
     if (message.parentMessageId) await checkParent(tx, input.target, message.parentMessageId);
     await tx.insert(messages).values(message);
     const claimed = await claimAttachments(tx, authorUserId, attachmentIds, id);
-    if (message.conversationId) await touchConversation(tx, message.conversationId, id, now);
+    if (message.conversationId) {
+      await tx
+        .update(conversations)
+        .set({ lastMessageId: id, updatedAt: now })
+        .where(eq(conversations.id, message.conversationId));
+    }
     const record = toMessageRecord(message, authorUser, claimed, deps.config.appUrl);
     const recorded = await recordEvents(tx, now, [messageEvent(input.target, "message.created", record)]);
     return { record, recorded };
@@ -164,14 +169,6 @@ async function userMayPost(tx: Transaction, userId: number, target: MessageTarge
             ),
           );
   return rows.length > 0;
-}
-
-function touchConversation(executor: Executor, conversationId: string, messageId: string, now: Date) {
-  return executor
-    .update(conversations)
-    .set({ lastMessageId: messageId, updatedAt: now })
-    .where(eq(conversations.id, conversationId))
-    .returning({ id: conversations.id });
 }
 
 // $5 is the author's user id (null for a bot): a user posts only as a member of the channel and
