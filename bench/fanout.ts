@@ -336,8 +336,8 @@ class ClientReceiver implements Receiver {
           resolve(receiver);
         },
         onData: (tracked) => {
-          const message = tracked.data.data.message as { content?: string } | undefined;
-          const marker = message?.content ? parseMarker(message.content) : undefined;
+          const event = tracked.data;
+          const marker = event.type === "message.created" ? parseMarker(event.data.message.content) : undefined;
           if (marker && receiver)
             receiver.sink.collector?.record(receiver.sink.index, marker.tag, marker.seq, marker.sentAt);
         },

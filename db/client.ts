@@ -13,9 +13,17 @@ export type Database = PgDatabase<PgQueryResultHKT, Schema>;
 export type Transaction = Parameters<Parameters<Database["transaction"]>[0]>[0];
 export type Executor = Database | Transaction;
 
+/** One connection of one's own, for session state such as an advisory lock (the event relay's). */
+export type DbSession = {
+  query<Row>(text: string, params: unknown[]): Promise<Row[]>;
+  release(): void;
+};
+
 export type DatabaseHandle = {
   db: Database;
   driver: "postgres" | "pglite";
+  /** A dedicated connection (PGlite has only one: it is shared, and nothing else can hold a lock). */
+  session(): Promise<DbSession>;
   /** Resolves when the database answers a trivial query. */
   ping(): Promise<void>;
   close(): Promise<void>;
@@ -45,6 +53,14 @@ export async function openDatabase(options: { databaseUrl: string | undefined; d
     return {
       db: db as unknown as Database,
       driver: "postgres",
+      session: async () => {
+        const reserved = await client.reserve();
+        return {
+          query: async <Row>(text: string, params: unknown[]) =>
+            (await reserved.unsafe(text, params as never[], { prepare: true })) as unknown as Row[],
+          release: () => reserved.release(),
+        };
+      },
       ping: async () => {
         await client`select 1`;
       },
@@ -63,6 +79,10 @@ export async function openDatabase(options: { databaseUrl: string | undefined; d
   return {
     db: db as unknown as Database,
     driver: "pglite",
+    session: async () => ({
+      query: async <Row>(text: string, params: unknown[]) => (await client.query<Row>(text, params)).rows,
+      release: () => {},
+    }),
     ping: async () => {
       await db.execute(sql`select 1`);
     },

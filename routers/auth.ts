@@ -55,7 +55,7 @@ export const authRouter = router({
     .input(z.void())
     .output(messageResponse)
     .mutation(async ({ ctx }) => {
-      await revokeToken(ctx.deps.db, ctx.auth.user.id, ctx.auth.token.id);
+      await revokeToken(ctx.deps, ctx.auth.user.id, ctx.auth.token.id);
       return { message: "Logged out." };
     }),
 
@@ -97,7 +97,7 @@ export const authRouter = router({
     .input(z.void())
     .output(messageResponse)
     .mutation(async ({ ctx }) => {
-      await revokeToken(ctx.deps.db, ctx.auth.user.id, ctx.auth.token.id);
+      await revokeToken(ctx.deps, ctx.auth.user.id, ctx.auth.token.id);
       appendResponseHeader(ctx, "Set-Cookie", clearedSessionCookie(ctx.deps.config));
       return { message: "Logged out." };
     }),

@@ -48,7 +48,7 @@ export const tokensRouter = router({
     .input(z.object({ id: z.string() }))
     .output(z.void())
     .mutation(async ({ ctx, input }) => {
-      const revoked = await revokeToken(ctx.deps.db, ctx.auth.user.id, input.id);
+      const revoked = await revokeToken(ctx.deps, ctx.auth.user.id, input.id);
       if (!revoked) throw notFound("Token not found.");
     }),
 });

@@ -11,15 +11,17 @@ import type { Config } from "./config.ts";
 import { createWsContext } from "./context.ts";
 import type { Deps } from "./deps.ts";
 import { InProcessEventBus, RedisEventBus } from "./events/bus.ts";
-import { dispatchPendingEvents, flushPublishedMarks } from "./events/streams.ts";
+import { EventRelay } from "./events/relay.ts";
 import { createRequestListener } from "./http/host.ts";
-import { serveTrpcOverWebSocket } from "./http/trpc-websocket.ts";
+import { MAX_PAYLOAD_BYTES, serveTrpcOverWebSocket } from "./http/trpc-websocket.ts";
+import { CLOSE_CODES } from "./http/trpc-ws-protocol.ts";
 import { startBullMqWorkers, BullMqJobQueue } from "./jobs/bullmq.ts";
 import type { JobHandlers, JobQueue } from "./jobs/definition.ts";
 import { InProcessJobQueue } from "./jobs/in-process.ts";
 import { createLogger, type Logger } from "./logger.ts";
 import { createMailTransport } from "./mail/transport.ts";
 import { createRedis } from "./redis.ts";
+import { CredentialWatch } from "./services/accounts/credential-watch.ts";
 import { createSingleUseStore } from "./services/single-use-store.ts";
 import { SocialProviders } from "./services/social/providers.ts";
 import { createThrottle } from "./services/throttle.ts";
@@ -43,6 +45,8 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
     ? new RedisEventBus(config.redisUrl, config.redisPrefix, logger)
     : new InProcessEventBus();
   const clock = options.clock ?? systemClock;
+  const relay = new EventRelay({ database, events, clock, logger });
+  const credentials = new CredentialWatch({ db: database.db, events, clock, logger });
   const deps: Deps = {
     config,
     db: database.db,
@@ -50,6 +54,8 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
     logger,
     jobs,
     events,
+    relay,
+    credentials,
     throttle: createThrottle({ redis, prefix: config.redisPrefix }),
     singleUse: createSingleUseStore({ redis, prefix: config.redisPrefix, db: database.db, clock }),
     social: new SocialProviders(config.socialProviders, logger),
@@ -58,16 +64,21 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
   };
   const mail = createMailTransport(config, logger);
   handlers = buildJobHandlers(deps, { mail });
+  relay.start();
+  // Not awaited: start-up must not wait for Redis.
+  credentials.start().catch((error: unknown) => logger.warn({ err: error }, "could not watch credentials"));
   return {
     deps,
     database,
     handlers,
     async close() {
+      // The relay first: it publishes what is committed while the bus and database are still open.
+      await relay.close();
+      credentials.close();
       await jobs.close();
       mail.close();
       await events.close();
       await redis?.quit().catch(() => {});
-      await flushPublishedMarks(database.db);
       await database.close();
       storage.close();
     },
@@ -113,21 +124,25 @@ export async function startApp(config: Config, options: AppOptions = {}): Promis
     return { ok: Object.values(checks).every((check) => check === "ok"), checks };
   };
 
-  // Publishes events a crash left unpublished, and prunes events past the retention window.
-  const dispatcher = setInterval(() => {
-    dispatchPendingEvents(deps).catch((error: unknown) => deps.logger.warn({ err: error }, "event dispatch failed"));
-  }, 10_000);
-  dispatcher.unref();
-
   const server = createServer(createRequestListener(deps, appRouter, readiness));
-  const wss = new WebSocketServer({ noServer: true });
+  const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_PAYLOAD_BYTES });
   const wsHandler = serveTrpcOverWebSocket({
     wss,
     router: appRouter,
     createContext: (req, connectionParams) => createWsContext(deps, req, connectionParams),
+    // A connection opened with a credential that is then revoked is closed (its subscriptions
+    // have ended with UNAUTHORIZED just before, through the same watch).
+    watchConnection: ({ auth }, close) => {
+      if (!auth) return;
+      const { token } = auth;
+      return deps.credentials.track({ userId: auth.user.id, tokenId: token.id, expiresAt: token.expiresAt }, () =>
+        setImmediate(() => close(CLOSE_CODES.revoked, "credential revoked")),
+      );
+    },
     keepAlive: { pingMs: 30_000, pongWaitMs: 5_000 },
     onError: (error, path) => {
       if (error.code === "INTERNAL_SERVER_ERROR") deps.logger.error({ err: error.cause ?? error, path }, "rpc failed");
+      else deps.logger.debug({ err: error, path }, "websocket request refused");
     },
   });
   server.on("upgrade", (req, socket, head) => {
@@ -155,12 +170,11 @@ export async function startApp(config: Config, options: AppOptions = {}): Promis
         const httpClosed = new Promise<void>((resolve) => server.close(() => resolve()));
         server.closeIdleConnections();
         wsHandler.broadcastReconnectNotification();
-        for (const client of wss.clients) client.close(1001, "server shutting down");
+        for (const client of wss.clients) client.close(CLOSE_CODES.goingAway, "server shutting down");
         const forceAfter = setTimeout(() => server.closeAllConnections(), 10_000);
         await httpClosed;
         clearTimeout(forceAfter);
         await new Promise<void>((resolve) => wss.close(() => resolve()));
-        clearInterval(dispatcher);
         await stopWorkers?.();
         await core.close();
       })()),

@@ -4,8 +4,10 @@ import type { Database } from "../db/client.ts";
 import type { Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import type { EventBus } from "./events/bus.ts";
+import type { EventRelay } from "./events/relay.ts";
 import type { JobQueue } from "./jobs/definition.ts";
 import type { Logger } from "./logger.ts";
+import type { CredentialWatch } from "./services/accounts/credential-watch.ts";
 import type { SingleUseStore } from "./services/single-use-store.ts";
 import type { SocialProviders } from "./services/social/providers.ts";
 import type { Throttle } from "./services/throttle.ts";
@@ -18,6 +20,10 @@ export type Deps = {
   logger: Logger;
   jobs: JobQueue;
   events: EventBus;
+  /** Publishes committed events; wake it after a commit that wrote some. */
+  relay: Pick<EventRelay, "wake" | "flush" | "isLeader">;
+  /** Ends connections and live streams whose credential is revoked. */
+  credentials: CredentialWatch;
   throttle: Throttle;
   /** Short-lived single-use values (OAuth state): Redis when configured, else the database. */
   singleUse: SingleUseStore;

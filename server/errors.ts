@@ -12,7 +12,9 @@ export type ErrorKind =
   | "unsupported_media_type"
   | "validation"
   | "throttled"
-  | "unavailable";
+  | "unavailable"
+  /** A live subscription cannot resume exactly from the position given (live events only). */
+  | "resync_required";
 
 export const VALIDATION_MESSAGE = "The given data was invalid.";
 
@@ -41,6 +43,7 @@ export const HTTP_STATUS: Record<ErrorKind, number> = {
   validation: 422,
   throttled: 429,
   unavailable: 503,
+  resync_required: 412,
 };
 
 export const unauthenticated = () => new AppError("unauthenticated", "Unauthenticated.");

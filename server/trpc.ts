@@ -7,7 +7,8 @@ import { ZodError } from "zod";
 import type { Ability } from "./abilities.ts";
 import { authorizeCaller } from "./authorize.ts";
 import type { RequestContext } from "./context.ts";
-import { AppError, type ErrorKind } from "./errors.ts";
+import { AppError, unauthenticated, type ErrorKind } from "./errors.ts";
+import { LiveSubscription } from "./events/live-subscription.ts";
 import { validationErrorFromZod } from "./validation.ts";
 
 export type ProcedureMeta = OpenApiMeta<{
@@ -31,6 +32,7 @@ const TRPC_CODE: Record<ErrorKind, TRPC_ERROR_CODE_KEY> = {
   validation: "UNPROCESSABLE_CONTENT",
   throttled: "TOO_MANY_REQUESTS",
   unavailable: "SERVICE_UNAVAILABLE",
+  resync_required: "PRECONDITION_FAILED",
 };
 
 export function appErrorToTRPC(error: AppError): TRPCError {
@@ -77,10 +79,21 @@ const mapErrors = t.middleware(async ({ next }) => {
 
 const SAFE_TYPES = new Set(["query"]);
 
-const requireAuth = t.middleware(({ ctx, meta, type, next }) => {
+const requireAuth = t.middleware(async ({ ctx, meta, type, next }) => {
   // Subscriptions count as writes: only queries are safe from a cross-site page.
   const auth = authorizeCaller(ctx, { write: !SAFE_TYPES.has(type), ability: meta?.ability });
-  return next({ ctx: { ...ctx, auth } });
+  const result = await next({ ctx: { ...ctx, auth } });
+  // A live stream, over WebSocket or SSE, lasts only as long as the credential that opened it.
+  if (result.ok && result.data instanceof LiveSubscription) {
+    const subscription = result.data;
+    const { token } = auth;
+    const stopWatching = ctx.deps.credentials.track(
+      { userId: auth.user.id, tokenId: token.id, expiresAt: token.expiresAt },
+      () => subscription.fail(appErrorToTRPC(unauthenticated())),
+    );
+    subscription.onClose(stopWatching);
+  }
+  return result;
 });
 
 export const publicProcedure = t.procedure.use(mapErrors);

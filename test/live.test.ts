@@ -21,6 +21,7 @@ import { until } from "./helpers/wait.ts";
 const ISO_WITH_OFFSET = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}\+00:00$/;
 
 type Received = { id: string; event: StreamEvent };
+type MessageCreated = Extract<StreamEvent, { type: "message.created" }>;
 
 type Feed = {
   received: Received[];
@@ -28,7 +29,7 @@ type Feed = {
   isStarted(): boolean;
   isCompleted(): boolean;
   /** The message.created events so far, in order of arrival. */
-  messages(): { id: string; event: StreamEvent; content: string; messageId: string }[];
+  messages(): { id: string; event: MessageCreated; content: string; messageId: string }[];
   unsubscribe(): void;
 };
 
@@ -76,12 +77,11 @@ function collect(subscribe: (handlers: Handlers) => { unsubscribe(): void }): Fe
     isStarted: () => started,
     isCompleted: () => completed,
     messages: () =>
-      received
-        .filter(({ event }) => event.type === "message.created")
-        .map(({ id, event }) => {
-          const message = event.data.message as { id: string; content: string };
-          return { id, event, content: message.content, messageId: message.id };
-        }),
+      received.flatMap(({ id, event }) =>
+        event.type === "message.created"
+          ? [{ id, event, content: event.data.message.content, messageId: event.data.message.id }]
+          : [],
+      ),
     unsubscribe: () => subscription.unsubscribe(),
   };
   openFeeds.push(feed);

@@ -129,7 +129,7 @@ type WorkspaceEvent = { id: string; type: string; workspace_id: string; created_
 async function recordEvents(workspaceId: string) {
   const events: WorkspaceEvent[] = [];
   const unsubscribe = await ctx.server.app.deps.events.subscribe(`workspace:${workspaceId}`, (message) => {
-    events.push(message as WorkspaceEvent);
+    events.push((message as { event: WorkspaceEvent }).event);
   });
   return {
     events,
@@ -954,6 +954,29 @@ describe("who manages channels", () => {
         expect(remaining).toContain(channel.id);
       }
     }
+  });
+});
+
+describe("a private channel seen from outside", () => {
+  it("answers PUT and DELETE by a member who is not in it with 404, the body of a channel that does not exist", async () => {
+    const setup = await team();
+    const secret = await createChannel(setup.owner, setup.workspace.id, { name: "Secret", visibility: "private" });
+    const unknown = await ctx.api.put(
+      channelPath(setup.workspace.id, "ch_does_not_exist"),
+      { name: "x" },
+      { token: setup.member.token },
+    );
+    expect(unknown.status).toBe(404);
+    const attempts = [
+      await ctx.api.put(channelPath(setup.workspace.id, secret.id), { name: "Renamed" }, { token: setup.member.token }),
+      await ctx.api.delete(channelPath(setup.workspace.id, secret.id), { token: setup.member.token }),
+    ];
+    for (const response of attempts) {
+      expect(response.status).toBe(404);
+      expect(response.body).toEqual(unknown.body);
+    }
+    const stillThere = (await channelList(setup.owner, setup.workspace.id)).find((entry) => entry.id === secret.id);
+    expect(stillThere?.name).toBe("Secret");
   });
 });
 

@@ -5,3 +5,4 @@ export * from "./social-accounts.ts";
 export * from "./ephemeral-entries.ts";
 export * from "./workspaces.ts";
 export * from "./messages.ts";
+export * from "./events.ts";

@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { bigint, boolean, index, integer, jsonb, pgTable, text, uniqueIndex } from "drizzle-orm/pg-core";
+import { bigint, boolean, index, integer, pgTable, text, uniqueIndex } from "drizzle-orm/pg-core";
 import { timestamps, timestamptz } from "./columns.ts";
 import { users } from "./users.ts";
 import { channels, workspaces } from "./workspaces.ts";
@@ -75,27 +75,6 @@ export const attachments = pgTable(
   (table) => [
     index("attachments_message_id_idx").on(table.messageId),
     index("attachments_uploader_id_created_at_idx").on(table.uploaderId, table.createdAt),
-  ],
-);
-
-/**
- * Live events, kept for a retention window so a reconnecting subscriber can resume from the
- * last id it saw. Ids come from one sequence, so they increase within every stream and one
- * id can resume a subscription that spans several streams.
- */
-export const streamEvents = pgTable(
-  "stream_events",
-  {
-    id: bigint("id", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
-    stream: text("stream").notNull(),
-    payload: jsonb("payload").notNull(),
-    createdAt: timestamptz("created_at").notNull().defaultNow(),
-    /** Null until handed to the event bus; the dispatcher publishes what a crash left behind. */
-    publishedAt: timestamptz("published_at"),
-  },
-  (table) => [
-    index("stream_events_stream_id_idx").on(table.stream, table.id),
-    index("stream_events_unpublished_idx").on(table.id).where(sql`${table.publishedAt} is null`),
   ],
 );
 

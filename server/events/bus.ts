@@ -9,8 +9,13 @@ export type Listener = (message: unknown) => void;
 
 export interface EventBus {
   publish(topic: string, message: unknown): Promise<void>;
-  /** Returns a function that removes the listener. */
+  /** Resolves once messages published from now on reach the listener; returns a function that removes it. */
   subscribe(topic: string, listener: Listener): Promise<() => void>;
+  /**
+   * Called after the bus lost its connection and listens again: messages published meanwhile
+   * never arrived, so whoever depends on them catches up from the store.
+   */
+  onResubscribed(listener: () => void): () => void;
   close(): Promise<void>;
 }
 
@@ -27,6 +32,11 @@ export class InProcessEventBus implements EventBus {
     return () => this.emitter.off(topic, listener);
   }
 
+  onResubscribed(): () => void {
+    // One process, no connection to lose.
+    return () => {};
+  }
+
   async close(): Promise<void> {
     this.emitter.removeAllListeners();
   }
@@ -36,6 +46,9 @@ export class RedisEventBus implements EventBus {
   private readonly publisher: Redis;
   private readonly subscriber: Redis;
   private readonly listeners = new Map<string, Set<Listener>>();
+  /** Each topic's SUBSCRIBE, so that a second listener also waits until Redis has confirmed it. */
+  private readonly subscribed = new Map<string, Promise<unknown>>();
+  private readonly resubscribedListeners = new Set<() => void>();
 
   constructor(
     redisUrl: string,
@@ -46,6 +59,21 @@ export class RedisEventBus implements EventBus {
     this.publisher = createRedis(redisUrl, logger, "events-publisher", { enableAutoPipelining: true });
     // A subscriber connection only listens: no per-command retry limit applies to it.
     this.subscriber = createRedis(redisUrl, logger, "events-subscriber", { maxRetriesPerRequest: null });
+    // ioredis resubscribes by itself after a reconnect; the PING is answered only once Redis has
+    // processed those SUBSCRIBEs, so catching up after it cannot fall between the two.
+    let connectedBefore = false;
+    this.subscriber.on("ready", () => {
+      if (!connectedBefore) {
+        connectedBefore = true;
+        return;
+      }
+      this.subscriber.ping().then(
+        () => {
+          for (const listener of this.resubscribedListeners) listener();
+        },
+        (error: unknown) => logger.warn({ err: error }, "event bus: could not confirm the resubscription"),
+      );
+    });
     this.subscriber.on("message", (channel: string, raw: string) => {
       const topic = channel.slice(this.channelPrefix.length);
       const listeners = this.listeners.get(topic);
@@ -68,22 +96,33 @@ export class RedisEventBus implements EventBus {
     if (!set) {
       set = new Set();
       this.listeners.set(topic, set);
-      await this.subscriber.subscribe(this.channelPrefix + topic);
+      this.subscribed.set(topic, this.subscriber.subscribe(this.channelPrefix + topic));
     }
     set.add(listener);
-    return () => {
+    const unsubscribe = () => {
       const current = this.listeners.get(topic);
-      if (!current) return;
-      current.delete(listener);
-      if (current.size === 0) {
-        this.listeners.delete(topic);
-        void this.subscriber.unsubscribe(this.channelPrefix + topic).catch(() => {});
-      }
+      if (!current?.delete(listener) || current.size > 0) return;
+      this.listeners.delete(topic);
+      this.subscribed.delete(topic);
+      void this.subscriber.unsubscribe(this.channelPrefix + topic).catch(() => {});
     };
+    try {
+      await this.subscribed.get(topic);
+    } catch (error) {
+      unsubscribe();
+      throw error;
+    }
+    return unsubscribe;
+  }
+
+  onResubscribed(listener: () => void): () => void {
+    this.resubscribedListeners.add(listener);
+    return () => this.resubscribedListeners.delete(listener);
   }
 
   async close(): Promise<void> {
     this.listeners.clear();
+    this.resubscribedListeners.clear();
     await Promise.allSettled([this.publisher.quit(), this.subscriber.quit()]);
   }
 }

@@ -1,6 +1,5 @@
-// tRPC over WebSocket at /trpc: the protocol @trpc/client's wsLink speaks (connection params,
-// queries, mutations, subscriptions with tracked ids, subscription.stop, PING/PONG, the
-// reconnect notice), served with tRPC's own procedure call, error shape and keep-alive.
+// tRPC over WebSocket at /trpc: the protocol @trpc/client's wsLink speaks (trpc-ws-protocol.ts),
+// served with tRPC's own procedure call, error shape, connection-params parsing and keep-alive.
 //
 // Why not @trpc/server's applyWSSHandler: it runs every subscription as its own async loop
 // (a race against the abort signal per event, the envelope copied and JSON.stringify'd per
@@ -10,7 +9,14 @@
 // event's JSON is made once per event and shared by every receiver, and only the few bytes
 // naming the subscription differ. Frames sent to one connection in the same turn of the event
 // loop leave in one socket write. Anything else a subscription procedure returns (an async
-// iterable) is iterated as tRPC does.
+// iterable) is iterated as tRPC does. test/websocket-protocol.test.ts keeps this host
+// frame-for-frame equal to applyWSSHandler.
+//
+// What differs on purpose: every request creates its context anew (so it is authorized with
+// the token's current state, as a REST request is), and the host defends itself: frames of at
+// most 1 MiB, batches of at most MAX_BATCH requests, at most MAX_SUBSCRIPTIONS subscriptions per
+// connection, connection params within 10 s, and no error of a socket or a request can reach
+// the process.
 import type { IncomingMessage } from "node:http";
 import {
   callTRPCProcedure,
@@ -23,11 +29,31 @@ import {
   type inferRouterContext,
 } from "@trpc/server";
 import { handleKeepAlive } from "@trpc/server/adapters/ws";
+import { parseConnectionParamsFromUnknown } from "@trpc/server/http";
 import { parseTRPCMessage, type TRPCClientOutgoingMessage, type TRPCResponseMessage } from "@trpc/server/rpc";
 import type { WebSocket, WebSocketServer } from "ws";
-import { LiveSubscription, type StreamEvent } from "../events/streams.ts";
+import { LiveSubscription } from "../events/live-subscription.ts";
+import type { StreamEvent } from "../events/streams.ts";
+import {
+  CLOSE_CODES,
+  CONNECTION_PARAMS_QUERY,
+  PING,
+  PONG,
+  RECONNECT_NOTICE,
+  trackedEventFrame,
+  type RequestId,
+} from "./trpc-ws-protocol.ts";
 
 const OPEN = 1;
+
+/** The largest frame a client may send; `ws` closes the connection (1009) above it. */
+export const MAX_PAYLOAD_BYTES = 1024 * 1024;
+/** Requests in one batch frame; above it, every request of the batch is refused, as tRPC's own `maxBatchSize` does. */
+export const MAX_BATCH = 50;
+/** Subscriptions open at once on one connection (each may replay up to 1000 events). */
+export const MAX_SUBSCRIPTIONS = 100;
+/** A connection that announced connection params and sent none within this is closed (1008). */
+export const CONNECTION_PARAMS_TIMEOUT_MS = 10_000;
 
 /**
  * A connection whose unsent frames stay above MAX_BUFFERED_BYTES for SLOW_GRACE_MS (or pass
@@ -37,16 +63,20 @@ const OPEN = 1;
 export const MAX_BUFFERED_BYTES = 4 * 1024 * 1024;
 export const SLOW_GRACE_MS = 2_000;
 const HARD_MAX_BUFFERED_BYTES = 64 * 1024 * 1024;
-/** Close code for it: "try again later" (RFC 6455 registry). The client reconnects by itself. */
-const CLOSE_TOO_SLOW = 1013;
 
 type Options<TRouter extends AnyTRPCRouter> = {
   wss: WebSocketServer;
   router: TRouter;
+  /** The context of one request: called for every query, mutation and subscription. */
   createContext(
     req: IncomingMessage,
-    connectionParams: Record<string, string> | null,
+    connectionParams: Record<string, string | undefined> | null,
   ): Promise<inferRouterContext<TRouter>>;
+  /**
+   * Called once a connection's params are known, with its context: watch its credential, and
+   * call `close` when it is revoked. Returns what to do when the connection closes.
+   */
+  watchConnection?(ctx: inferRouterContext<TRouter>, close: (code: number, reason: string) => void): (() => void) | void;
   keepAlive: { pingMs: number; pongWaitMs: number };
   onError?(error: TRPCError, path: string | undefined): void;
 };
@@ -88,81 +118,111 @@ function sendCoalesced(client: WebSocket, frame: string) {
   client.send(frame);
 }
 
-/**
- * Closes a connection that does not read fast enough. No frame is queued after the close frame;
- * `ws` destroys the socket if the close handshake does not finish within 30 seconds.
- */
-function tooSlow(client: WebSocket) {
-  client.close(CLOSE_TOO_SLOW, "too slow: resume with lastEventId");
-}
+type Call = { type: "query" | "mutation" | "subscription" | "unknown"; path: string | undefined; input: unknown };
+const NO_CALL: Call = { type: "unknown", path: undefined, input: undefined };
 
-function connectionParamsOf(message: unknown): Record<string, string> {
-  const data = (message as { method?: unknown; data?: unknown } | null)?.data;
-  if ((message as { method?: unknown } | null)?.method !== "connectionParams" || !data || typeof data !== "object")
-    throw new TRPCError({ code: "PARSE_ERROR", message: "Expected a connectionParams message" });
-  const params: Record<string, string> = {};
-  for (const [key, value] of Object.entries(data)) {
-    if (typeof value !== "string")
-      throw new TRPCError({ code: "PARSE_ERROR", message: `Connection param ${key} must be a string` });
-    params[key] = value;
+/** The connection params message (the first message, with `?connectionParams=1`), checked as tRPC checks it. */
+function connectionParamsOf(text: string): Record<string, string | undefined> | null {
+  let message: unknown;
+  try {
+    message = JSON.parse(text);
+    if (!message || typeof message !== "object") throw new Error("Message was not an object");
+  } catch (cause) {
+    throw new TRPCError({ code: "PARSE_ERROR", message: "Malformed TRPCConnectionParamsMessage", cause });
   }
-  return params;
+  return parseConnectionParamsFromUnknown((message as { data?: unknown }).data);
 }
 
 export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: Options<TRouter>) {
   const { router } = options;
   const config = router._def._config;
+  type Context = inferRouterContext<TRouter>;
+
+  const reportError = (error: TRPCError, path: string | undefined) => {
+    try {
+      options.onError?.(error, path);
+    } catch {
+      // A failing error report must not take the connection (or the process) with it.
+    }
+  };
+
+  // A server-level failure: reported, never thrown into the process. (A bad handshake is
+  // answered 400 by `ws` itself.)
+  options.wss.on("error", (cause) => reportError(getTRPCErrorFromUnknown(cause), undefined));
 
   options.wss.on("connection", (client: WebSocket, req: IncomingMessage) => {
     /** Subscriptions by request id; stop() ends one (client stop, close, or server end). */
-    const subscriptions = new Map<string | number, { stop(): void }>();
-    let ctx: inferRouterContext<TRouter> | undefined;
-    let ctxPromise: Promise<{ ok: true } | { ok: false; error: TRPCError }> | undefined;
+    const subscriptions = new Map<RequestId, { stop(): void }>();
+    let connectionParams: Record<string, string | undefined> | null = null;
+    /** Settles once the connection's params are known and its first context made. */
+    let established: Promise<{ ok: true; ctx: Context } | { ok: false; error: TRPCError }> | undefined;
+    let stopWatching: (() => void) | void = undefined;
+    /** The last context made on this connection, for the error formatter. */
+    let lastCtx: Context | undefined;
 
+    // Protocol errors (a bad frame, a frame above maxPayload, invalid UTF-8): `ws` closes the
+    // connection itself; without this listener the error would end the process.
+    client.on("error", (cause) => reportError(getTRPCErrorFromUnknown(cause), undefined));
     handleKeepAlive(client, options.keepAlive.pingMs, options.keepAlive.pongWaitMs);
 
-    const respond = (message: TRPCResponseMessage) => {
-      if (client.readyState === OPEN) client.send(JSON.stringify(transformTRPCResponse(config, message)));
+    const close = (code: number, reason: string) => {
+      if (client.readyState === OPEN) client.close(code, reason);
     };
-    const respondError = (
-      request: { id: string | number | null; jsonrpc?: "2.0" | undefined },
-      cause: unknown,
-      call: { type: "query" | "mutation" | "subscription" | "unknown"; path: string | undefined; input: unknown },
-    ) => {
+
+    const respond = (message: TRPCResponseMessage) => {
+      if (client.readyState !== OPEN) return;
+      let frame: string;
+      try {
+        frame = JSON.stringify(transformTRPCResponse(config, message));
+      } catch (cause) {
+        reportError(getTRPCErrorFromUnknown(cause), undefined);
+        frame = JSON.stringify({
+          id: message.id,
+          ...(message.jsonrpc && { jsonrpc: message.jsonrpc }),
+          error: { code: -32603, message: "Internal server error", data: { code: "INTERNAL_SERVER_ERROR", httpStatus: 500 } },
+        });
+      }
+      client.send(frame);
+    };
+    const respondError = (request: { id: RequestId | null; jsonrpc?: "2.0" | undefined }, cause: unknown, call: Call) => {
       const error = getTRPCErrorFromUnknown(cause);
-      options.onError?.(error, call.path);
-      respond({
-        id: request.id,
-        jsonrpc: request.jsonrpc,
-        error: getTRPCErrorShape({ config, error, ctx, ...call }),
+      reportError(error, call.path);
+      let shape;
+      try {
+        shape = getTRPCErrorShape({ config, error, ctx: lastCtx, ...call });
+      } catch (formatError) {
+        reportError(getTRPCErrorFromUnknown(formatError), call.path);
+        shape = { code: -32603, message: "Internal server error", data: { code: "INTERNAL_SERVER_ERROR", httpStatus: 500 } };
+      }
+      respond({ id: request.id, jsonrpc: request.jsonrpc, error: shape } as TRPCResponseMessage);
+    };
+
+    /** Makes the connection's first context from its params, and starts watching its credential. */
+    const establish = (params: () => Record<string, string | undefined> | null) => {
+      established = (async () => {
+        connectionParams = params();
+        const ctx = await options.createContext(req, connectionParams);
+        lastCtx = ctx;
+        if (client.readyState === OPEN) stopWatching = options.watchConnection?.(ctx, close);
+        return { ok: true as const, ctx };
+      })().catch((cause: unknown) => {
+        const error = getTRPCErrorFromUnknown(cause);
+        respondError({ id: null }, error, NO_CALL);
+        setImmediate(() => client.close());
+        return { ok: false as const, error };
       });
     };
 
-    const createContext = (connectionParams: Record<string, string> | null) =>
-      options.createContext(req, connectionParams).then(
-        (value) => {
-          ctx = value;
-          return { ok: true as const };
-        },
-        (cause: unknown) => {
-          const error = getTRPCErrorFromUnknown(cause);
-          respondError({ id: null }, error, { type: "unknown", path: undefined, input: undefined });
-          setImmediate(() => client.close());
-          return { ok: false as const, error };
-        },
-      );
-    // With ?connectionParams=1 the first message carries them (the token); else none are coming.
-    if (new URL(req.url ?? "/", "http://localhost").searchParams.get("connectionParams") !== "1")
-      ctxPromise = createContext(null);
+    const awaitingParams = new URL(req.url ?? "/", "http://localhost").search.includes(CONNECTION_PARAMS_QUERY);
+    const paramsTimer = awaitingParams
+      ? setTimeout(() => close(CLOSE_CODES.policyViolation, "connection params not received"), CONNECTION_PARAMS_TIMEOUT_MS)
+      : undefined;
+    if (!awaitingParams) establish(() => null);
 
     async function handle(message: TRPCClientOutgoingMessage, batchIndex: number) {
       const { id, jsonrpc } = message;
       if (id === null) {
-        respondError({ id, jsonrpc }, new TRPCError({ code: "PARSE_ERROR", message: "`id` is required" }), {
-          type: "unknown",
-          path: undefined,
-          input: undefined,
-        });
+        respondError({ id, jsonrpc }, new TRPCError({ code: "PARSE_ERROR", message: "`id` is required" }), NO_CALL);
         return;
       }
       if (message.method === "subscription.stop") {
@@ -175,9 +235,19 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
       if (lastEventId !== undefined)
         input = input && typeof input === "object" ? { ...input, lastEventId } : (input ?? { lastEventId });
       const call = { type, path, input };
-      if (type === "subscription" && subscriptions.has(id)) {
-        respondError({ id, jsonrpc }, new TRPCError({ code: "BAD_REQUEST", message: `Duplicate id ${id}` }), call);
-        return;
+      if (type === "subscription") {
+        if (subscriptions.has(id)) {
+          respondError({ id, jsonrpc }, new TRPCError({ code: "BAD_REQUEST", message: `Duplicate id ${id}` }), call);
+          return;
+        }
+        if (subscriptions.size >= MAX_SUBSCRIPTIONS) {
+          const tooMany = new TRPCError({
+            code: "TOO_MANY_REQUESTS",
+            message: `At most ${MAX_SUBSCRIPTIONS} subscriptions may be open on one connection.`,
+          });
+          respondError({ id, jsonrpc }, tooMany, call);
+          return;
+        }
       }
 
       // A subscription is registered before it starts, so a stop or a close during set-up ends it.
@@ -188,8 +258,12 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
         if (subscriptions.delete(id)) respond({ id, jsonrpc, result: { type: "stopped" } });
       };
       try {
-        const context = await ctxPromise!;
-        if (!context.ok) throw context.error;
+        const connection = await established!;
+        if (!connection.ok) throw connection.error;
+        if (abort.signal.aborted) return stopped();
+        // Each request is authorized with the credential's current state, as over HTTP.
+        const ctx = await options.createContext(req, connectionParams);
+        lastCtx = ctx;
         if (abort.signal.aborted) return stopped();
         const result = await callTRPCProcedure({
           router,
@@ -213,7 +287,6 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
             result.close();
             stopped();
           };
-          const prefix = `{"id":${JSON.stringify(id)},${jsonrpc ? '"jsonrpc":"2.0",' : ""}"result":{"type":"data","id":`;
           let backlogSince = 0;
           const tooFarBehind = () => {
             const buffered = client.bufferedAmount;
@@ -232,11 +305,10 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
               if (client.readyState !== OPEN) return;
               if (tooFarBehind()) {
                 result.close();
-                tooSlow(client);
+                close(CLOSE_CODES.tryAgainLater, "too slow: resume with lastEventId");
                 return;
               }
-              const positionJson = JSON.stringify(position);
-              sendCoalesced(client, `${prefix}${positionJson},"data":{"id":${positionJson},"data":${jsonOf(event)}}}}`);
+              sendCoalesced(client, trackedEventFrame(id, jsonrpc, position, jsonOf(event)));
             },
             end: stopped,
             fail(error) {
@@ -258,16 +330,9 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
     }
 
     /** A subscription that is not a LiveSubscription: iterate it, one frame per value. */
-    async function iterate(
-      result: unknown,
-      request: { id: string | number; jsonrpc?: "2.0" | undefined },
-      signal: AbortSignal,
-    ) {
+    async function iterate(result: unknown, request: { id: RequestId; jsonrpc?: "2.0" | undefined }, signal: AbortSignal) {
       if (!result || typeof result !== "object" || !(Symbol.asyncIterator in result))
-        throw new TRPCError({
-          code: "INTERNAL_SERVER_ERROR",
-          message: "Subscription did not return an async iterable",
-        });
+        throw new TRPCError({ code: "INTERNAL_SERVER_ERROR", message: "Subscription did not return an async iterable" });
       const iterator = (result as AsyncIterable<unknown>)[Symbol.asyncIterator]();
       const aborted = new Promise<"aborted">((resolve) =>
         signal.addEventListener("abort", () => resolve("aborted"), { once: true }),
@@ -289,43 +354,72 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
       }
     }
 
-    client.on("message", (raw, isBinary) => {
-      const text = raw.toString();
-      if (!isBinary && (text === "PING" || text === "PONG")) {
-        if (text === "PING") client.send("PONG");
+    /** One frame from the client; never throws. */
+    function receive(raw: Buffer, isBinary: boolean) {
+      const text = isBinary ? undefined : raw.toString();
+      if (text === PING || text === PONG) {
+        if (text === PING) client.send(PONG);
+        return;
+      }
+      if (!established) {
+        clearTimeout(paramsTimer);
+        establish(() => {
+          if (text === undefined)
+            throw new TRPCError({ code: "PARSE_ERROR", message: "Malformed TRPCConnectionParamsMessage" });
+          return connectionParamsOf(text);
+        });
         return;
       }
       let decoded: unknown;
       try {
+        if (text === undefined) throw new Error("jsonEncoder received binary data. JSON uses text frames.");
         decoded = JSON.parse(text);
-        if (!ctxPromise) {
-          ctxPromise = createContext(connectionParamsOf(decoded));
-          return;
-        }
       } catch (cause) {
-        const error = cause instanceof TRPCError ? cause : new TRPCError({ code: "PARSE_ERROR", cause });
-        respondError({ id: null }, error, { type: "unknown", path: undefined, input: undefined });
-        if (!ctxPromise) setImmediate(() => client.close());
+        respondError({ id: null }, new TRPCError({ code: "PARSE_ERROR", cause }), NO_CALL);
         return;
       }
       const messages = Array.isArray(decoded) ? decoded : [decoded];
-      messages.forEach((rawMessage: unknown, index) => {
-        let message: TRPCClientOutgoingMessage;
-        try {
-          message = parseTRPCMessage(rawMessage, config.transformer) as TRPCClientOutgoingMessage;
-        } catch (cause) {
-          respondError({ id: null }, new TRPCError({ code: "PARSE_ERROR", cause }), {
-            type: "unknown",
-            path: undefined,
-            input: undefined,
-          });
-          return;
-        }
-        void handle(message, index);
+      if (Array.isArray(decoded) && decoded.length > MAX_BATCH) {
+        refuseBatch(decoded);
+        return;
+      }
+      let parsed: TRPCClientOutgoingMessage[];
+      try {
+        parsed = messages.map((message) => parseTRPCMessage(message, config.transformer) as TRPCClientOutgoingMessage);
+      } catch (cause) {
+        respondError({ id: null }, new TRPCError({ code: "PARSE_ERROR", cause }), NO_CALL);
+        return;
+      }
+      parsed.forEach((message, index) => {
+        handle(message, index).catch((cause: unknown) => reportError(getTRPCErrorFromUnknown(cause), undefined));
       });
+    }
+
+    /** A batch above the limit: every request in it is refused before any input is parsed. */
+    function refuseBatch(batch: unknown[]) {
+      const error = new TRPCError({ code: "BAD_REQUEST", message: "Batch call exceeds maximum size" });
+      let answered = false;
+      for (const raw of batch) {
+        const request = raw as { id?: unknown; method?: unknown; jsonrpc?: unknown } | null;
+        if (!request || typeof request !== "object" || request.method === "subscription.stop") continue;
+        if (typeof request.id !== "number" && typeof request.id !== "string") continue;
+        respondError({ id: request.id, jsonrpc: request.jsonrpc === "2.0" ? "2.0" : undefined }, error, NO_CALL);
+        answered = true;
+      }
+      if (!answered) respondError({ id: null }, error, NO_CALL);
+    }
+
+    client.on("message", (raw: Buffer, isBinary: boolean) => {
+      try {
+        receive(raw, isBinary);
+      } catch (cause) {
+        reportError(getTRPCErrorFromUnknown(cause), undefined);
+      }
     });
 
     client.once("close", () => {
+      clearTimeout(paramsTimer);
+      stopWatching?.();
       for (const subscription of subscriptions.values()) subscription.stop();
       subscriptions.clear();
     });
@@ -334,8 +428,7 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
   return {
     /** Asks every client to reconnect (before a shutdown); tRPC clients resume their subscriptions. */
     broadcastReconnectNotification() {
-      const notice = JSON.stringify({ id: null, method: "reconnect" });
-      for (const client of options.wss.clients) if (client.readyState === OPEN) client.send(notice);
+      for (const client of options.wss.clients) if (client.readyState === OPEN) client.send(RECONNECT_NOTICE);
     },
   };
 }

@@ -2,7 +2,7 @@
 // when the embedded database is held by a running server, by that server on its behalf.
 import { eq } from "drizzle-orm";
 import { PLANS, users, type Plan } from "../../../db/schema/index.ts";
-import type { Deps } from "../../deps.ts";
+import { writeWithEvents, type EventWriteDeps } from "../../events/streams.ts";
 import { normaliseEmail } from "./sign-in.ts";
 import { revokeUserTokens } from "./tokens.ts";
 
@@ -16,18 +16,19 @@ export const ADMIN_USAGE = [
   "user:activate <email>                   allow sign-in again",
 ].join("\n");
 
-type AdminDeps = Pick<Deps, "db" | "clock">;
+/** Run by the CLI itself there is no relay: the running server's relay finds the events by polling. */
+type AdminDeps = EventWriteDeps;
 
 async function setUser(deps: AdminDeps, email: string | undefined, patch: Partial<typeof users.$inferInsert>) {
   if (!email) throw new AdminCommandError(`An e-mail is required.\n${ADMIN_USAGE}`);
-  return deps.db.transaction(async (tx) => {
+  return writeWithEvents(deps, async (tx, emit) => {
     const [user] = await tx
       .update(users)
       .set({ ...patch, updatedAt: deps.clock.now() })
       .where(eq(users.email, normaliseEmail(email)))
       .returning();
     if (!user) throw new AdminCommandError(`No user has the e-mail ${email}.`);
-    if (patch.isActive === false) await revokeUserTokens(tx, user.id, { includePersonal: true });
+    if (patch.isActive === false) emit(await revokeUserTokens(tx, user.id, { includePersonal: true }));
     return user;
   });
 }

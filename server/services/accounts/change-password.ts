@@ -3,6 +3,7 @@ import { users } from "../../../db/schema/index.ts";
 import type { Auth } from "../../context.ts";
 import type { Deps } from "../../deps.ts";
 import { invalidField } from "../../errors.ts";
+import { writeWithEvents } from "../../events/streams.ts";
 import { hashPassword, verifyPassword } from "./passwords.ts";
 import { revokeUserTokens } from "./tokens.ts";
 
@@ -12,8 +13,8 @@ export async function changePassword(deps: Deps, auth: Auth, input: { currentPas
     throw invalidField("current_password", "The password is incorrect.");
   }
   const passwordHash = await hashPassword(input.password);
-  await deps.db.transaction(async (tx) => {
+  await writeWithEvents(deps, async (tx, emit) => {
     await tx.update(users).set({ passwordHash, updatedAt: deps.clock.now() }).where(eq(users.id, auth.user.id));
-    await revokeUserTokens(tx, auth.user.id, { keepTokenId: auth.token.id });
+    emit(await revokeUserTokens(tx, auth.user.id, { keepTokenId: auth.token.id }));
   });
 }

@@ -6,6 +6,7 @@ import { passwordResetTokens, users } from "../../../db/schema/index.ts";
 import { safeEqual, seal, sha256Hex } from "../../crypto.ts";
 import type { Deps } from "../../deps.ts";
 import { invalidField } from "../../errors.ts";
+import { writeWithEvents } from "../../events/streams.ts";
 import { newId } from "../../ids.ts";
 import { mailJobs } from "../../mail/jobs.ts";
 import { hashPassword } from "./passwords.ts";
@@ -50,7 +51,7 @@ export async function resetPassword(
   const email = normaliseEmail(input.email);
   const now = deps.clock.now();
   const passwordHash = await hashPassword(input.password);
-  await deps.db.transaction(async (tx) => {
+  await writeWithEvents(deps, async (tx, emit) => {
     const [stored] = await tx.select().from(passwordResetTokens).where(eq(passwordResetTokens.email, email)).limit(1);
     if (!stored || stored.expiresAt <= now || !safeEqual(sha256Hex(input.token), stored.tokenHash)) {
       throw invalidField("email", INVALID_RESET_TOKEN);
@@ -64,6 +65,6 @@ export async function resetPassword(
     if (consumed.length === 0 || !user) throw invalidField("email", INVALID_RESET_TOKEN);
     await tx.update(users).set({ passwordHash, updatedAt: now }).where(eq(users.id, user.id));
     // Whoever had the old password may hold tokens: none survive, personal ones included.
-    await revokeUserTokens(tx, user.id, { includePersonal: true });
+    emit(await revokeUserTokens(tx, user.id, { includePersonal: true }));
   });
 }

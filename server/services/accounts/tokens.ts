@@ -1,11 +1,13 @@
 // Access tokens: random, shown once, stored as SHA-256. One table serves sign-in tokens,
 // personal access tokens and web sessions (the cookie holds a session token).
 import { randomBytes } from "node:crypto";
-import { and, desc, eq, gt, isNull, ne, or, sql } from "drizzle-orm";
+import { and, desc, eq, gt, inArray, isNull, ne, or, sql, type Placeholder } from "drizzle-orm";
 import type { Database, Executor } from "../../../db/client.ts";
 import { prepared } from "../../../db/prepared.ts";
 import { accessTokens, users, type AccessToken, type TokenKind, type User } from "../../../db/schema/index.ts";
 import { sha256Hex } from "../../crypto.ts";
+import type { InternalEventEntry } from "../../events/catalog.ts";
+import { streams, writeWithEvents, type EventWriteDeps } from "../../events/streams.ts";
 import { newId } from "../../ids.ts";
 
 const TOKEN_PREFIX = "chat_";
@@ -35,21 +37,30 @@ export async function issueToken(
   return { token: token!, plaintext };
 }
 
+/** A token still signs its user in: not expired (or never expiring), and the user is active. */
+const signsIn = (now: Date | Placeholder) =>
+  and(or(isNull(accessTokens.expiresAt), gt(accessTokens.expiresAt, now)), eq(users.isActive, true));
+
 // Runs on every authenticated request, so it is a prepared statement.
 function prepareLookup(db: Database, name: string) {
   return db
     .select({ token: accessTokens, user: users })
     .from(accessTokens)
     .innerJoin(users, eq(users.id, accessTokens.userId))
-    .where(
-      and(
-        eq(accessTokens.tokenHash, sql.placeholder("tokenHash")),
-        or(isNull(accessTokens.expiresAt), gt(accessTokens.expiresAt, sql.placeholder("now"))),
-        eq(users.isActive, true),
-      ),
-    )
+    .where(and(eq(accessTokens.tokenHash, sql.placeholder("tokenHash")), signsIn(sql.placeholder("now"))))
     .limit(1)
     .prepare(name);
+}
+
+/** Of these tokens, the ones that still sign their user in (for open connections and streams). */
+export async function liveTokenIds(db: Executor, tokenIds: string[], now: Date): Promise<Set<string>> {
+  if (tokenIds.length === 0) return new Set();
+  const rows = await db
+    .select({ id: accessTokens.id })
+    .from(accessTokens)
+    .innerJoin(users, eq(users.id, accessTokens.userId))
+    .where(and(inArray(accessTokens.id, tokenIds), signsIn(now)));
+  return new Set(rows.map((row) => row.id));
 }
 
 /** The token and its active user, or null for an unknown, expired or inactive one. */
@@ -78,27 +89,40 @@ export async function listTokens(db: Executor, userId: number, now: Date): Promi
     .orderBy(desc(accessTokens.createdAt), desc(accessTokens.id));
 }
 
-/** Deletes one of the user's tokens; false when the user has no such token. */
-export async function revokeToken(db: Executor, userId: number, tokenId: string): Promise<boolean> {
-  const deleted = await db
-    .delete(accessTokens)
-    .where(and(eq(accessTokens.id, tokenId), eq(accessTokens.userId, userId)))
-    .returning({ id: accessTokens.id });
-  return deleted.length > 0;
+/**
+ * What a revocation tells every server process (in its transaction): connections and live
+ * streams opened with one of the user's tokens are checked again, and closed if it is gone.
+ */
+export function sessionRevoked(userId: number): InternalEventEntry {
+  return { stream: streams.sessions, type: "session.revoked", data: { user_id: userId } };
+}
+
+/** Deletes one of the user's tokens (logout, DELETE /tokens/{id}); false when the user has no such token. */
+export async function revokeToken(deps: EventWriteDeps, userId: number, tokenId: string): Promise<boolean> {
+  return writeWithEvents(deps, async (tx, emit) => {
+    const deleted = await tx
+      .delete(accessTokens)
+      .where(and(eq(accessTokens.id, tokenId), eq(accessTokens.userId, userId)))
+      .returning({ id: accessTokens.id });
+    if (deleted.length > 0) emit(sessionRevoked(userId));
+    return deleted.length > 0;
+  });
 }
 
 /**
- * Signs a user out everywhere: sign-in tokens and web sessions go, except `keepTokenId`.
- * Personal access tokens stay unless `includePersonal` (they are credentials the user made
- * on purpose, as with GitHub's tokens after a password change).
+ * Signs a user out everywhere, inside the caller's transaction: sign-in tokens and web
+ * sessions go, except `keepTokenId`. Personal access tokens stay unless `includePersonal`
+ * (they are credentials the user made on purpose, as with GitHub's tokens after a password
+ * change). Returns the event to write with the change.
  */
 export async function revokeUserTokens(
-  db: Executor,
+  tx: Executor,
   userId: number,
   options: { keepTokenId?: string; includePersonal?: boolean } = {},
-): Promise<void> {
+): Promise<InternalEventEntry> {
   const conditions = [eq(accessTokens.userId, userId)];
   if (options.keepTokenId) conditions.push(ne(accessTokens.id, options.keepTokenId));
   if (!options.includePersonal) conditions.push(ne(accessTokens.kind, "personal"));
-  await db.delete(accessTokens).where(and(...conditions));
+  await tx.delete(accessTokens).where(and(...conditions));
+  return sessionRevoked(userId);
 }

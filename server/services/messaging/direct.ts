@@ -4,7 +4,7 @@ import { and, desc, eq, inArray, or } from "drizzle-orm";
 import { conversations, messages, users, type Conversation, type User } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
 import { invalidField, notFound } from "../../errors.ts";
-import { emitEvent, streams } from "../../events/streams.ts";
+import { streams, writeWithEvents } from "../../events/streams.ts";
 import { newId } from "../../ids.ts";
 import { toConversationRecord, toParticipantRecord } from "../../records/conversation.ts";
 import type { MessageRecord } from "../../records/message.ts";
@@ -45,14 +45,23 @@ export async function openConversation(deps: Deps, userId: number, participantUs
   if (participantUserId === userId)
     throw invalidField("participant_user_id", "You cannot start a conversation with yourself.");
   const [other] = await deps.db.select().from(users).where(eq(users.id, participantUserId)).limit(1);
-  if (!other) throw notFound("User not found.");
+  // The participant is a field of the request body: an unknown one is a validation error.
+  if (!other) throw invalidField("participant_user_id", "The selected participant user id is invalid.");
   const [userAId, userBId] = userId < participantUserId ? [userId, participantUserId] : [participantUserId, userId];
   const now = deps.clock.now();
-  const [inserted] = await deps.db
-    .insert(conversations)
-    .values({ id: newId("conversation", now.getTime()), userAId, userBId, createdAt: now, updatedAt: now })
-    .onConflictDoNothing({ target: [conversations.userAId, conversations.userBId] })
-    .returning();
+  const inserted = await writeWithEvents(deps, async (tx, emit) => {
+    const [row] = await tx
+      .insert(conversations)
+      .values({ id: newId("conversation", now.getTime()), userAId, userBId, createdAt: now, updatedAt: now })
+      .onConflictDoNothing({ target: [conversations.userAId, conversations.userBId] })
+      .returning();
+    // Both participants' own streams follow them into it.
+    for (const participant of row ? [userAId, userBId] : []) {
+      const scope = { conversation_id: row!.id };
+      emit({ stream: streams.user(participant), type: "conversation.created", scope, data: {} });
+    }
+    return row;
+  });
   const conversation =
     inserted ??
     (
@@ -61,16 +70,6 @@ export async function openConversation(deps: Deps, userId: number, participantUs
         .from(conversations)
         .where(and(eq(conversations.userAId, userAId), eq(conversations.userBId, userBId)))
     )[0]!;
-  if (inserted) {
-    for (const participant of [userAId, userBId]) {
-      await emitEvent(deps, {
-        stream: streams.user(participant),
-        type: "conversation.created",
-        scope: { conversation_id: conversation.id },
-        data: {},
-      });
-    }
-  }
   const last = await lastMessages(deps, conversation.lastMessageId ? [conversation.lastMessageId] : []);
   return {
     created: Boolean(inserted),

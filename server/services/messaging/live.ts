@@ -6,7 +6,8 @@ import { channelMembers, conversations, workspaceMembers } from "../../../db/sch
 import type { Auth } from "../../context.ts";
 import type { Deps } from "../../deps.ts";
 import { isoTimestamp } from "../../clock.ts";
-import { LiveSubscription, streams, type StreamEvent } from "../../events/streams.ts";
+import { LiveSubscription, type WatchDecision } from "../../events/live-subscription.ts";
+import { streams, type BusEvent, type StreamEvent } from "../../events/streams.ts";
 import { invalidField } from "../../errors.ts";
 import { requireVisibleChannel } from "../workspaces/channels.ts";
 import { requireParticipant } from "./direct.ts";
@@ -15,11 +16,16 @@ type Signal = AbortSignal | undefined;
 
 /** Whether a workspace event takes away the user's access to the channel. */
 function losesChannel(event: StreamEvent, userId: number, channelId: string): boolean {
-  const data = event.data as { user_id?: number; channel_id?: string };
-  if (event.type === "channel.deleted") return data.channel_id === channelId;
-  if (event.type === "channel.member_left") return data.user_id === userId && data.channel_id === channelId;
-  if (event.type === "member.left") return data.user_id === userId;
-  return false;
+  switch (event.type) {
+    case "channel.deleted":
+      return event.data.channel_id === channelId;
+    case "channel.member_left":
+      return event.data.user_id === userId && event.data.channel_id === channelId;
+    case "member.left":
+      return event.data.user_id === userId;
+    default:
+      return false;
+  }
 }
 
 export async function channelEvents(
@@ -34,6 +40,7 @@ export async function channelEvents(
     bus: deps.events,
     topics: [streams.channel(channel.id), streams.workspace(input.workspaceId)],
     lastEventId: input.lastEventId,
+    viewerId: auth.user.id,
     signal,
     watch: (event) => {
       if (event.channel_id === channel.id) return undefined;
@@ -54,6 +61,7 @@ export async function conversationEvents(
     bus: deps.events,
     topics: [streams.conversation(conversation.id)],
     lastEventId: input.lastEventId,
+    viewerId: auth.user.id,
     signal,
   });
 }
@@ -79,15 +87,30 @@ async function userTopics(deps: Deps, userId: number): Promise<string[]> {
   ];
 }
 
-const MEMBERSHIP_EVENTS = new Set([
-  "member.joined",
-  "member.left",
-  "channel.member_joined",
-  "channel.member_left",
-  "channel.deleted",
-  "workspace.joined",
-  "conversation.created",
-]);
+/**
+ * How the user's own stream follows their memberships: an event that changes what they belong
+ * to makes it look their streams up again; a deleted channel is dropped without a query.
+ * Membership changes of other people change nothing here.
+ */
+function followMemberships(deps: Deps, userId: number) {
+  return (event: StreamEvent, topics: ReadonlySet<string>): WatchDecision | Promise<WatchDecision> => {
+    switch (event.type) {
+      case "workspace.joined":
+      case "conversation.created":
+        return userTopics(deps, userId);
+      case "member.left":
+      case "channel.member_joined":
+      case "channel.member_left":
+        return event.data.user_id === userId ? userTopics(deps, userId) : undefined;
+      case "channel.deleted": {
+        const topic = streams.channel(event.data.channel_id);
+        return topics.has(topic) ? [...topics].filter((followed) => followed !== topic) : undefined;
+      }
+      default:
+        return undefined;
+    }
+  };
+}
 
 export async function userEvents(
   deps: Deps,
@@ -100,9 +123,9 @@ export async function userEvents(
     bus: deps.events,
     topics: await userTopics(deps, auth.user.id),
     lastEventId: input.lastEventId,
+    viewerId: auth.user.id,
     signal,
-    // Membership changed: follow the user's current channels and conversations.
-    watch: (event) => (MEMBERSHIP_EVENTS.has(event.type) ? userTopics(deps, auth.user.id) : undefined),
+    watch: followMemberships(deps, auth.user.id),
   });
 }
 
@@ -135,5 +158,5 @@ export async function startTyping(
     created_at: isoTimestamp(deps.clock.now()),
     data: { user: { id: auth.user.id, name: auth.user.name } },
   };
-  await deps.events.publish(stream, event);
+  await deps.events.publish(stream, { event } satisfies BusEvent);
 }

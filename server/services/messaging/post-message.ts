@@ -1,7 +1,7 @@
 // The only way a message is created: by a user (REST or RPC), and later by an inbound webhook
 // or in a temporary room. The message and its events are written together (one statement for
 // a plain message, a transaction when it also claims attachments or counts a reply on its
-// parent); after commit the events are published.
+// parent); after commit the relay is woken to position and publish the events.
 import { and, eq, inArray, isNull, or, sql } from "drizzle-orm";
 import type { Database, Transaction } from "../../../db/client.ts";
 import { runPrepared } from "../../../db/prepared.ts";
@@ -18,15 +18,7 @@ import {
 } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
 import { invalidField } from "../../errors.ts";
-import {
-  eventPayload,
-  publishEvents,
-  recordEvents,
-  streams,
-  toStreamEvent,
-  type EventEntry,
-  type RecordedEvent,
-} from "../../events/streams.ts";
+import { eventPayload, recordEvents, streams, type EventEntry } from "../../events/streams.ts";
 import { newId } from "../../ids.ts";
 import { toMessageRecord, type MessageRecord } from "../../records/message.ts";
 
@@ -119,9 +111,8 @@ export async function postMessage(deps: Deps, input: PostMessageInput): Promise<
   // then one prepared statement, atomic on its own, with no transaction around it.
   if (!message.parentMessageId && attachmentIds.length === 0) {
     const record = toMessageRecord(message, authorUser, [], deps.config.appUrl);
-    const recorded = await insertMessage(deps.db, message, messageEvent(input.target, "message.created", record));
-    if (!recorded) return null;
-    await publishEvents(deps, recorded);
+    if (!(await insertMessage(deps.db, message, messageCreated(input.target, record)))) return null;
+    deps.relay.wake();
     return record;
   }
 
@@ -138,12 +129,12 @@ export async function postMessage(deps: Deps, input: PostMessageInput): Promise<
         .where(eq(conversations.id, message.conversationId));
     }
     const record = toMessageRecord(message, authorUser, claimed, deps.config.appUrl);
-    const recorded = await recordEvents(tx, now, [messageEvent(input.target, "message.created", record)]);
-    return { record, recorded };
+    await recordEvents(tx, now, [messageCreated(input.target, record)]);
+    return record;
   });
   if (!written) return null;
-  await publishEvents(deps, written.recorded);
-  return written.record;
+  deps.relay.wake();
+  return written;
 }
 
 /** A member of the channel and its workspace, or a participant of the conversation. */
@@ -202,10 +193,9 @@ returning id::text as id`;
 
 /**
  * One statement: the author's right to post, the message, (for a direct message) the
- * conversation's last message, and the event. Null when the author may not post there.
+ * conversation's last message, and the event. False when the author may not post there.
  */
-async function insertMessage(db: Database, message: Message, event: EventEntry): Promise<RecordedEvent[] | null> {
-  const payload = eventPayload(event);
+async function insertMessage(db: Database, message: Message, event: EventEntry): Promise<boolean> {
   const [row] = await runPrepared<{ id: string }>(db, INSERT_MESSAGE, [
     message.id,
     message.workspaceId,
@@ -220,24 +210,23 @@ async function insertMessage(db: Database, message: Message, event: EventEntry):
     message.skipTranslation,
     message.createdAt.toISOString(),
     event.stream,
-    JSON.stringify(payload),
+    JSON.stringify(eventPayload(event)),
   ]);
-  if (!row) return null;
-  return [{ stream: event.stream, event: toStreamEvent(row.id, message.createdAt, payload) }];
+  return row !== undefined;
 }
 
-/** A message event on its channel's or conversation's stream. */
-export function messageEvent(target: MessageTarget, type: string, record: MessageRecord): EventEntry {
+/** The message.created event on its channel's or conversation's stream. */
+function messageCreated(target: MessageTarget, record: MessageRecord): EventEntry {
   return target.kind === "channel"
     ? {
         stream: streams.channel(target.channelId),
-        type,
+        type: "message.created",
         scope: { workspace_id: target.workspaceId, channel_id: target.channelId },
         data: { message: record },
       }
     : {
         stream: streams.conversation(target.conversationId),
-        type,
+        type: "message.created",
         scope: { conversation_id: target.conversationId },
         data: { message: record },
       };

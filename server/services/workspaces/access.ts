@@ -34,11 +34,19 @@ export async function requireMember(db: Executor, workspaceId: string, userId: n
   return membership;
 }
 
-/** Owners and admins manage channels, members, invites and webhooks. */
-export async function requireManager(db: Executor, workspaceId: string, userId: number): Promise<Membership> {
-  const membership = await requireMember(db, workspaceId, userId);
+/**
+ * Owners and admins manage channels, members, invites and webhooks. Check it only once the
+ * record acted on is known to be visible to the caller: a record they cannot see is 404 (as
+ * if it did not exist), 403 is for a visible record they may not change.
+ */
+export function requireManagerRole(membership: Membership): Membership {
   if (!canManage(membership.member.role)) throw forbidden();
   return membership;
+}
+
+/** The caller's membership when they manage the workspace: 404 for a non-member, 403 for a plain member. */
+export async function requireManager(db: Executor, workspaceId: string, userId: number): Promise<Membership> {
+  return requireManagerRole(await requireMember(db, workspaceId, userId));
 }
 
 export async function memberCount(db: Executor, workspaceId: string): Promise<number> {

@@ -13,11 +13,13 @@ import {
 } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
 import { forbidden, invalidField, notFound, unprocessable } from "../../errors.ts";
+import type { Audience } from "../../events/catalog.ts";
+import { writeWithEvents } from "../../events/streams.ts";
 import { newId } from "../../ids.ts";
 import { toChannelMemberRecord, toChannelRecord } from "../../records/workspace.ts";
 import { hashPassword } from "../accounts/passwords.ts";
-import { canManage, requireManager, requireMember, type Membership } from "./access.ts";
-import { publishWorkspaceEvent } from "./events.ts";
+import { canManage, requireManager, requireManagerRole, requireMember, type Membership } from "./access.ts";
+import { workspaceEvent } from "./events.ts";
 import { checkJoinPassword, insertWithSlug, SLUG_TAKEN } from "./workspaces.ts";
 
 export const CHANNEL_NOT_FOUND = "Channel not found.";
@@ -46,6 +48,16 @@ export async function visibleChannel(db: Executor, membership: Membership, chann
     throw notFound(CHANNEL_NOT_FOUND);
   }
   return channel;
+}
+
+/**
+ * Who may see events about the channel (its creation, changes, membership): everyone who
+ * follows the workspace for a public channel; for a private one its members, like the channel
+ * itself, and `aboutUserId` (a member joining or leaving, who knew the channel).
+ */
+export function channelAudience(channel: Pick<Channel, "id" | "visibility">, aboutUserId?: number): Audience | undefined {
+  if (channel.visibility !== "private") return undefined;
+  return aboutUserId === undefined ? { channel_id: channel.id } : { channel_id: channel.id, user_id: aboutUserId };
 }
 
 /** The caller's membership and a channel they may see: 404 for the workspace or the channel otherwise. */
@@ -88,7 +100,7 @@ export async function createChannel(deps: Deps, userId: number, workspaceId: str
   await requireManager(deps.db, workspaceId, userId);
   const passwordHash = input.password ? await hashPassword(input.password) : null;
   const now = deps.clock.now();
-  const channel = await deps.db.transaction(async (tx) => {
+  const channel = await writeWithEvents(deps, async (tx, emit) => {
     const created = await insertWithSlug(input.slug, input.name, "channel", async (slug) => {
       const [row] = await tx
         .insert(channels)
@@ -109,11 +121,14 @@ export async function createChannel(deps: Deps, userId: number, workspaceId: str
     });
     // The creator is the channel's first member (for a private channel, its only one).
     await tx.insert(channelMembers).values({ channelId: created.id, userId, joinedAt: now });
+    const audience = channelAudience(created, userId);
+    emit(
+      workspaceEvent(workspaceId, "channel.created", { channel: toChannelRecord(created) }, audience),
+      workspaceEvent(workspaceId, "channel.member_joined", { channel_id: created.id, user_id: userId }, audience),
+    );
     return created;
   });
-  const record = toChannelRecord(channel);
-  await publishWorkspaceEvent(deps, workspaceId, "channel.created", { channel: record });
-  return record;
+  return toChannelRecord(channel);
 }
 
 export async function updateChannel(
@@ -123,8 +138,8 @@ export async function updateChannel(
   channelId: string,
   input: Partial<ChannelInput>,
 ) {
-  const membership = await requireManager(deps.db, workspaceId, userId);
-  const channel = await visibleChannel(deps.db, membership, channelId);
+  const { membership, channel } = await requireVisibleChannel(deps.db, workspaceId, userId, channelId);
+  requireManagerRole(membership);
   // Everyone belongs in #general: it stays public and open.
   if (channel.isGeneral && input.visibility === "private") {
     throw invalidField("visibility", "The general channel must stay public.");
@@ -134,24 +149,27 @@ export async function updateChannel(
   }
   const passwordHash =
     input.password === undefined ? undefined : input.password === null ? null : await hashPassword(input.password);
-  const [updated] = await deps.db
-    .update(channels)
-    .set({
-      ...(input.name !== undefined && { name: input.name }),
-      ...(input.slug !== undefined && { slug: input.slug }),
-      ...(input.visibility !== undefined && { visibility: input.visibility }),
-      ...(passwordHash !== undefined && { passwordHash }),
-      updatedAt: deps.clock.now(),
-    })
-    .where(eq(channels.id, channel.id))
-    .returning()
-    .catch((error: unknown) => {
-      if (isUniqueViolation(error)) throw invalidField("slug", SLUG_TAKEN);
-      throw error;
-    });
-  const record = toChannelRecord(updated!);
-  await publishWorkspaceEvent(deps, workspaceId, "channel.updated", { channel: record });
-  return record;
+  const updated = await writeWithEvents(deps, async (tx, emit) => {
+    const [row] = await tx
+      .update(channels)
+      .set({
+        ...(input.name !== undefined && { name: input.name }),
+        ...(input.slug !== undefined && { slug: input.slug }),
+        ...(input.visibility !== undefined && { visibility: input.visibility }),
+        ...(passwordHash !== undefined && { passwordHash }),
+        updatedAt: deps.clock.now(),
+      })
+      .where(eq(channels.id, channel.id))
+      .returning()
+      .catch((error: unknown) => {
+        if (isUniqueViolation(error)) throw invalidField("slug", SLUG_TAKEN);
+        throw error;
+      });
+    // Seen by those who may see the channel as it is now.
+    emit(workspaceEvent(workspaceId, "channel.updated", { channel: toChannelRecord(row!) }, channelAudience(row!)));
+    return row!;
+  });
+  return toChannelRecord(updated);
 }
 
 function isUniqueViolation(error: unknown): boolean {
@@ -162,11 +180,13 @@ function isUniqueViolation(error: unknown): boolean {
 }
 
 export async function deleteChannel(deps: Deps, userId: number, workspaceId: string, channelId: string): Promise<void> {
-  const membership = await requireManager(deps.db, workspaceId, userId);
-  const channel = await visibleChannel(deps.db, membership, channelId);
+  const { membership, channel } = await requireVisibleChannel(deps.db, workspaceId, userId, channelId);
+  requireManagerRole(membership);
   if (channel.isGeneral) throw unprocessable("The general channel cannot be deleted.");
-  await deps.db.delete(channels).where(eq(channels.id, channel.id));
-  await publishWorkspaceEvent(deps, workspaceId, "channel.deleted", { channel_id: channel.id });
+  await writeWithEvents(deps, async (tx, emit) => {
+    await tx.delete(channels).where(eq(channels.id, channel.id));
+    emit(workspaceEvent(workspaceId, "channel.deleted", { channel_id: channel.id }, channelAudience(channel)));
+  });
 }
 
 /** Joins a public channel (its password when it has one); a private one only by being added. */
@@ -180,20 +200,22 @@ export async function joinChannel(
   const { channel } = await requireVisibleChannel(deps.db, workspaceId, userId, channelId);
   if (!(await isMemberOf(deps.db, channel.id, userId))) {
     await checkJoinPassword(channel.passwordHash, password);
-    await addChannelMember(deps, workspaceId, channel.id, userId);
+    await addChannelMember(deps, workspaceId, channel, userId);
   }
   return toChannelRecord(channel);
 }
 
-async function addChannelMember(deps: Deps, workspaceId: string, channelId: string, userId: number): Promise<void> {
-  const inserted = await deps.db
-    .insert(channelMembers)
-    .values({ channelId, userId, joinedAt: deps.clock.now() })
-    .onConflictDoNothing()
-    .returning({ userId: channelMembers.userId });
-  if (inserted.length > 0) {
-    await publishWorkspaceEvent(deps, workspaceId, "channel.member_joined", { channel_id: channelId, user_id: userId });
-  }
+async function addChannelMember(deps: Deps, workspaceId: string, channel: Channel, userId: number): Promise<void> {
+  await writeWithEvents(deps, async (tx, emit) => {
+    const inserted = await tx
+      .insert(channelMembers)
+      .values({ channelId: channel.id, userId, joinedAt: deps.clock.now() })
+      .onConflictDoNothing()
+      .returning({ userId: channelMembers.userId });
+    if (inserted.length === 0) return;
+    const data = { channel_id: channel.id, user_id: userId };
+    emit(workspaceEvent(workspaceId, "channel.member_joined", data, channelAudience(channel, userId)));
+  });
 }
 
 export async function listChannelMembers(deps: Deps, userId: number, workspaceId: string, channelId: string) {
@@ -223,7 +245,7 @@ export async function addToChannel(
     .innerJoin(users, eq(users.id, workspaceMembers.userId))
     .where(and(eq(workspaceMembers.workspaceId, workspaceId), eq(workspaceMembers.userId, targetUserId)));
   if (!target) throw invalidField("user_id", "The selected user id is not a member of this workspace.");
-  await addChannelMember(deps, workspaceId, channel.id, targetUserId);
+  await addChannelMember(deps, workspaceId, channel, targetUserId);
   const [row] = await deps.db.select().from(channelMembers).where(isChannelMember(channel.id, targetUserId));
   return toChannelMemberRecord(channel.id, target.user, row!.joinedAt);
 }
@@ -238,10 +260,10 @@ export async function removeFromChannel(
 ) {
   const { membership, channel } = await requireVisibleChannel(deps.db, workspaceId, userId, channelId);
   if (targetUserId !== userId && !canManage(membership.member.role)) throw forbidden();
-  const removed = await deps.db.delete(channelMembers).where(isChannelMember(channel.id, targetUserId)).returning();
-  if (removed.length === 0) throw notFound("That user is not a member of this channel.");
-  await publishWorkspaceEvent(deps, workspaceId, "channel.member_left", {
-    channel_id: channel.id,
-    user_id: targetUserId,
+  await writeWithEvents(deps, async (tx, emit) => {
+    const removed = await tx.delete(channelMembers).where(isChannelMember(channel.id, targetUserId)).returning();
+    if (removed.length === 0) throw notFound("That user is not a member of this channel.");
+    const data = { channel_id: channel.id, user_id: targetUserId };
+    emit(workspaceEvent(workspaceId, "channel.member_left", data, channelAudience(channel, targetUserId)));
   });
 }

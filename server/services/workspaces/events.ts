@@ -1,7 +1,7 @@
-// Membership and channel events on a workspace's stream, through the durable event store
-// (server/events/streams.ts), so subscribers can resume after a reconnect.
-import type { Deps } from "../../deps.ts";
-import { emitEvent, streams, type StreamEvent } from "../../events/streams.ts";
+// Membership and channel events on a workspace's stream. Services emit them inside the
+// transaction of the change (writeWithEvents), so a change and its event commit together.
+import type { Audience, EventData, EventEntry } from "../../events/catalog.ts";
+import { streams } from "../../events/streams.ts";
 
 export type WorkspaceEventType =
   | "member.joined"
@@ -13,11 +13,18 @@ export type WorkspaceEventType =
   | "channel.member_joined"
   | "channel.member_left";
 
-export function publishWorkspaceEvent(
-  deps: Deps,
+/** An event of the workspace's stream; `audience` narrows it to a private channel's members. */
+export function workspaceEvent<T extends WorkspaceEventType>(
   workspaceId: string,
-  type: WorkspaceEventType,
-  data: Record<string, unknown>,
-): Promise<StreamEvent> {
-  return emitEvent(deps, { stream: streams.workspace(workspaceId), type, scope: { workspace_id: workspaceId }, data });
+  type: T,
+  data: EventData<T>,
+  audience?: Audience,
+): EventEntry {
+  return {
+    stream: streams.workspace(workspaceId),
+    type,
+    scope: { workspace_id: workspaceId },
+    data,
+    ...(audience && { audience }),
+  } as EventEntry;
 }

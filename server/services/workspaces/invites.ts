@@ -10,8 +10,8 @@ import { isoTimestamp } from "../../clock.ts";
 import { newId } from "../../ids.ts";
 import { toInviteRecord } from "../../records/workspace.ts";
 import { THROTTLE_RULES } from "../throttle.ts";
-import { memberCount, requireManager } from "./access.ts";
-import { addMember, announceJoin, workspaceRecordFor } from "./workspaces.ts";
+import { canManage, memberCount, requireManager, requireMember } from "./access.ts";
+import { joinAsMember, workspaceRecordFor } from "./workspaces.ts";
 
 export const INVALID_INVITE = "This invite link is not valid.";
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -49,13 +49,17 @@ export async function createInvite(
   return toInviteRecord(invite!, deps.config.appUrl);
 }
 
+export const INVITE_NOT_FOUND = "Invite not found.";
+
 export async function deleteInvite(deps: Deps, userId: number, workspaceId: string, inviteId: string): Promise<void> {
-  await requireManager(deps.db, workspaceId, userId);
+  // Invites are seen by owners and admins only: to anyone else an invite does not exist.
+  const membership = await requireMember(deps.db, workspaceId, userId);
+  if (!canManage(membership.member.role)) throw notFound(INVITE_NOT_FOUND);
   const deleted = await deps.db
     .delete(invites)
     .where(and(eq(invites.id, inviteId), eq(invites.workspaceId, workspaceId)))
     .returning({ id: invites.id });
-  if (deleted.length === 0) throw notFound("Invite not found.");
+  if (deleted.length === 0) throw notFound(INVITE_NOT_FOUND);
 }
 
 /** The invite and its workspace while the invite is valid (not deleted, not expired). */
@@ -102,7 +106,6 @@ export async function previewInvite(ctx: RequestContext, token: string) {
 /** Adds the caller to the invite's workspace; accepting again (already a member) changes nothing. */
 export async function acceptInvite(deps: Deps, userId: number, token: string) {
   const { workspace } = await validInvite(deps, token);
-  const result = await deps.db.transaction((tx) => addMember(tx, workspace, userId, deps.clock.now()));
-  if (result.added) await announceJoin(deps, workspace.id, result.memberId);
+  const result = await joinAsMember(deps, workspace, userId);
   return workspaceRecordFor(deps.db, workspace, result.role);
 }

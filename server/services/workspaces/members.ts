@@ -14,9 +14,10 @@ import {
 } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
 import { forbidden, invalidField, notFound, unprocessable } from "../../errors.ts";
+import { writeWithEvents } from "../../events/streams.ts";
 import { toMemberRecord } from "../../records/workspace.ts";
 import { canManage, requireMember } from "./access.ts";
-import { publishWorkspaceEvent } from "./events.ts";
+import { workspaceEvent } from "./events.ts";
 
 export const MEMBER_NOT_FOUND = "Member not found.";
 
@@ -59,7 +60,7 @@ export async function updateMember(
   input: { role: Role; preferredLanguage?: Language | null | undefined },
 ) {
   const caller = await requireMember(deps.db, workspaceId, userId);
-  const record = await deps.db.transaction(async (tx) => {
+  return writeWithEvents(deps, async (tx, emit) => {
     const target = await lockedTarget(tx, workspaceId, memberId);
     const changesRole = input.role !== target.member.role;
     const isSelf = target.member.userId === userId;
@@ -81,16 +82,16 @@ export async function updateMember(
       })
       .where(eq(workspaceMembers.id, memberId))
       .returning();
-    return toMemberRecord(updated!, target.user);
+    const record = toMemberRecord(updated!, target.user);
+    emit(workspaceEvent(workspaceId, "member.updated", { member: record }));
+    return record;
   });
-  await publishWorkspaceEvent(deps, workspaceId, "member.updated", { member: record });
-  return record;
 }
 
 /** Removes a member (or the caller leaves) with their channel memberships in the workspace. */
 export async function removeMember(deps: Deps, userId: number, workspaceId: string, memberId: string): Promise<void> {
   const caller = await requireMember(deps.db, workspaceId, userId);
-  const removed = await deps.db.transaction(async (tx) => {
+  await writeWithEvents(deps, async (tx, emit) => {
     const target = await lockedTarget(tx, workspaceId, memberId);
     const isSelf = target.member.userId === userId;
     if (!isSelf) {
@@ -113,10 +114,6 @@ export async function removeMember(deps: Deps, userId: number, workspaceId: stri
         and(eq(channelMembers.userId, target.member.userId), inArray(channelMembers.channelId, workspaceChannels)),
       );
     await tx.delete(workspaceMembers).where(eq(workspaceMembers.id, memberId));
-    return target;
-  });
-  await publishWorkspaceEvent(deps, workspaceId, "member.left", {
-    member_id: removed.member.id,
-    user_id: removed.member.userId,
+    emit(workspaceEvent(workspaceId, "member.left", { member_id: target.member.id, user_id: target.member.userId }));
   });
 }

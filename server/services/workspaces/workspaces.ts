@@ -18,8 +18,9 @@ import { newId } from "../../ids.ts";
 import { toMemberRecord, toWorkspaceRecord } from "../../records/workspace.ts";
 import { hashPassword, verifyPassword } from "../accounts/passwords.ts";
 import { memberCount, requireMember, WORKSPACE_NOT_FOUND } from "./access.ts";
-import { emitEvent, streams } from "../../events/streams.ts";
-import { publishWorkspaceEvent } from "./events.ts";
+import type { EventEntry } from "../../events/catalog.ts";
+import { streams, writeWithEvents } from "../../events/streams.ts";
+import { workspaceEvent } from "./events.ts";
 import { slugCandidates, slugify } from "./slugs.ts";
 
 export const SLUG_TAKEN = "The slug has already been taken.";
@@ -82,7 +83,7 @@ export async function createWorkspace(
 ) {
   const passwordHash = input.password ? await hashPassword(input.password) : null;
   const now = deps.clock.now();
-  const workspace = await deps.db.transaction(async (tx) => {
+  const workspace = await writeWithEvents(deps, async (tx, emit) => {
     const created = await insertWithSlug(input.slug, input.name, "workspace", async (slug) => {
       const [row] = await tx
         .insert(workspaces)
@@ -118,6 +119,8 @@ export async function createWorkspace(
       })
       .returning();
     await tx.insert(channelMembers).values({ channelId: general!.id, userId, joinedAt: now });
+    // The owner's own stream follows them into it, as a member's does when they join.
+    emit(workspaceJoined(userId, created.id));
     return created;
   });
   return toWorkspaceRecord(workspace, "owner", 1);
@@ -127,7 +130,7 @@ export async function createWorkspace(
  * Adds a user as a member (and to the general channel), unless already one: joining twice
  * is harmless. Returns the role the user has afterwards and whether they were added.
  */
-export async function addMember(
+async function addMember(
   tx: Transaction,
   workspace: Workspace,
   userId: number,
@@ -155,21 +158,30 @@ export async function addMember(
   return { role: inserted.role, added: true, memberId: inserted.id };
 }
 
-/** After a member was added: the member.joined event, with the member record. */
-export async function announceJoin(deps: Deps, workspaceId: string, memberId: string): Promise<void> {
-  const [row] = await deps.db
-    .select({ member: workspaceMembers, user: users })
-    .from(workspaceMembers)
-    .innerJoin(users, eq(users.id, workspaceMembers.userId))
-    .where(eq(workspaceMembers.id, memberId));
-  if (!row) return;
-  await publishWorkspaceEvent(deps, workspaceId, "member.joined", { member: toMemberRecord(row.member, row.user) });
-  // The new member's own stream learns of it too: their live subscription follows them in.
-  await emitEvent(deps, {
-    stream: streams.user(row.user.id),
-    type: "workspace.joined",
-    scope: { workspace_id: workspaceId },
-    data: {},
+/** On the user's own stream: they are in the workspace now (their live subscription follows them in). */
+function workspaceJoined(userId: number, workspaceId: string): EventEntry {
+  return { stream: streams.user(userId), type: "workspace.joined", scope: { workspace_id: workspaceId }, data: {} };
+}
+
+/**
+ * Adds the user as a member in one transaction with its events (member.joined on the
+ * workspace's stream, workspace.joined on theirs); a member already is one, and nothing changes.
+ */
+export async function joinAsMember(deps: Deps, workspace: Workspace, userId: number) {
+  return writeWithEvents(deps, async (tx, emit) => {
+    const result = await addMember(tx, workspace, userId, deps.clock.now());
+    if (result.added) {
+      const [row] = await tx
+        .select({ member: workspaceMembers, user: users })
+        .from(workspaceMembers)
+        .innerJoin(users, eq(users.id, workspaceMembers.userId))
+        .where(eq(workspaceMembers.id, result.memberId));
+      emit(
+        workspaceEvent(workspace.id, "member.joined", { member: toMemberRecord(row!.member, row!.user) }),
+        workspaceJoined(userId, workspace.id),
+      );
+    }
+    return result;
   });
 }
 
@@ -184,8 +196,7 @@ export async function joinWorkspace(deps: Deps, userId: number, workspaceId: str
   // A private workspace is joined by invite only, and is invisible to non-members.
   if (workspace.visibility !== "public") throw notFound(WORKSPACE_NOT_FOUND);
   await checkJoinPassword(workspace.passwordHash, password);
-  const result = await deps.db.transaction((tx) => addMember(tx, workspace, userId, deps.clock.now()));
-  if (result.added) await announceJoin(deps, workspace.id, result.memberId);
+  const result = await joinAsMember(deps, workspace, userId);
   return workspaceRecordFor(deps.db, workspace, result.role);
 }
 

@@ -1,0 +1,102 @@
+// Every live event a client can receive, one zod schema per type: the writer is checked
+// against it (recordEvents parses `data` before it is stored) and the typed client infers
+// `event.data` from the union, so TypeScript users get `event.data.message` on
+// "message.created" without a cast. docs/realtime.md lists the same events for everyone else.
+import { z } from "zod";
+import { timestamp } from "../records/common.ts";
+import { messageRecord } from "../records/message.ts";
+import { userRecord } from "../records/user.ts";
+import { channelRecord, memberRecord } from "../records/workspace.ts";
+
+const channelMembership = z.object({ channel_id: z.string(), user_id: z.number().int() });
+
+/** The `data` of each event type. */
+export const eventData = {
+  "message.created": z.object({ message: messageRecord }),
+  /** Ephemeral: published to subscribers, never stored or replayed. */
+  typing: z.object({ user: z.object({ id: z.number().int(), name: z.string() }) }),
+  "user.updated": z.object({ user: userRecord }),
+  /** On the user's own stream: they became a member of workspace_id. */
+  "workspace.joined": z.object({}),
+  /** On each participant's own stream: conversation_id was opened with them. */
+  "conversation.created": z.object({}),
+  "member.joined": z.object({ member: memberRecord }),
+  "member.updated": z.object({ member: memberRecord }),
+  "member.left": z.object({ member_id: z.string(), user_id: z.number().int() }),
+  "channel.created": z.object({ channel: channelRecord }),
+  "channel.updated": z.object({ channel: channelRecord }),
+  "channel.deleted": z.object({ channel_id: z.string() }),
+  "channel.member_joined": channelMembership,
+  "channel.member_left": channelMembership,
+} as const;
+
+export type EventType = keyof typeof eventData;
+export type EventData<T extends EventType> = z.infer<(typeof eventData)[T]>;
+export const EVENT_TYPES = Object.keys(eventData) as EventType[];
+
+/** Where an event belongs: a workspace (and channel), or a conversation. */
+export const eventScope = {
+  workspace_id: z.string().optional(),
+  channel_id: z.string().optional(),
+  conversation_id: z.string().optional(),
+};
+export type EventScope = { workspace_id?: string; channel_id?: string; conversation_id?: string };
+
+function liveEventOf<T extends EventType>(type: T) {
+  return z.object({
+    /** The event's position: pass the last one seen as lastEventId to resume after it. */
+    id: z.string(),
+    type: z.literal(type),
+    ...eventScope,
+    created_at: timestamp,
+    data: eventData[type] as (typeof eventData)[T],
+  });
+}
+
+/** What subscribers receive, discriminated by `type`. */
+export const liveEvent = z.discriminatedUnion("type", [
+  liveEventOf("message.created"),
+  liveEventOf("typing"),
+  liveEventOf("user.updated"),
+  liveEventOf("workspace.joined"),
+  liveEventOf("conversation.created"),
+  liveEventOf("member.joined"),
+  liveEventOf("member.updated"),
+  liveEventOf("member.left"),
+  liveEventOf("channel.created"),
+  liveEventOf("channel.updated"),
+  liveEventOf("channel.deleted"),
+  liveEventOf("channel.member_joined"),
+  liveEventOf("channel.member_left"),
+]);
+export type LiveEvent = z.infer<typeof liveEvent>;
+
+/**
+ * Who may receive an event beyond "everyone who follows its stream". An event about a
+ * private channel travels on the workspace's stream but is seen only by the channel's members
+ * (and by `user_id`, the member it is about, who knew the channel), as the channel itself is
+ * over REST. Checked live and on replay, against the subscriber's current channels.
+ */
+export type Audience = { channel_id: string; user_id?: number };
+
+/** An event to write: its stream, type, scope, audience and checked data. */
+export type EventEntry = {
+  [T in EventType]: { stream: string; type: T; scope?: EventScope; audience?: Audience; data: EventData<T> };
+}[EventType];
+
+/** Events the service sends itself on internal streams; no subscription can follow those. */
+export const internalEventData = {
+  /** Some of the user's credentials were revoked: every process re-checks the user's live connections. */
+  "session.revoked": z.object({ user_id: z.number().int() }),
+} as const;
+export type InternalEventType = keyof typeof internalEventData;
+export type InternalEventEntry = {
+  [T in InternalEventType]: { stream: string; type: T; data: z.infer<(typeof internalEventData)[T]> };
+}[InternalEventType];
+
+/** The data of an event to be written, parsed by its type's schema (a wrong shape throws). */
+export function checkedEventData(type: string, data: unknown): Record<string, unknown> {
+  const schema = (eventData as Record<string, z.ZodType>)[type] ?? (internalEventData as Record<string, z.ZodType>)[type];
+  if (!schema) throw new Error(`Unknown live event type "${type}"`);
+  return schema.parse(data) as Record<string, unknown>;
+}

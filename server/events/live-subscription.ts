@@ -1,0 +1,272 @@
+// A live subscription: the events of a changing set of streams, each delivered once, in
+// position order, with the position to resume from. It subscribes first (queueing), replays
+// from the store what came after `lastEventId`, then delivers live events. Positions come from
+// the one relay (relay.ts) in commit order, so "nothing at or below my position is owed" holds
+// exactly: a live event at or below it is a duplicate, one above it is new.
+import { tracked, type TrackedEnvelope } from "@trpc/server";
+import type { Database } from "../../db/client.ts";
+import { AppError } from "../errors.ts";
+import type { EventBus } from "./bus.ts";
+import { positionBounds, replay, REPLAY_LIMIT, streams, type BusEvent, type StreamEvent } from "./streams.ts";
+
+/** What `watch` says of an event: "skip" drops it, "end" delivers it and stops, a topic list replaces the topics. */
+export type WatchDecision = "end" | "skip" | string[] | undefined;
+
+/** Where a live subscription hands its events. */
+export type LiveSink = {
+  /** Listening: every event published from now on will be delivered. */
+  ready?(): void;
+  event(position: string, event: StreamEvent): void;
+  /** The subscriber lost access: nothing follows the last event. */
+  end(): void;
+  fail(error: unknown): void;
+};
+
+/** A resume the store cannot serve exactly: the client reloads what it shows, then subscribes afresh. */
+export function resyncRequired(reason: string): AppError {
+  return new AppError("resync_required", `${reason} Reload, then subscribe again without lastEventId.`);
+}
+
+type Options = {
+  db: Database;
+  bus: EventBus;
+  topics: string[];
+  lastEventId: string | null | undefined;
+  /** The subscriber: an event addressed to a private channel's audience also reaches the user it is about. */
+  viewerId: number;
+  signal?: AbortSignal | undefined;
+  /** Called for every stored event above the position, live or replayed, before it is delivered. */
+  watch?: (event: StreamEvent, topics: ReadonlySet<string>) => WatchDecision | Promise<WatchDecision>;
+};
+
+/**
+ * Live events are delivered synchronously from the bus's callback to a sink (`attach`): the
+ * WebSocket host writes them straight to the socket, so an event costs one loop over its
+ * subscribers rather than an async generator per subscriber. Async steps (the first replay, a
+ * membership change, a catch-up after the bus reconnected) queue the live events behind them.
+ * The async iterator face (tRPC's HTTP/SSE subscriptions) is the same thing with a queue in front.
+ */
+export class LiveSubscription implements AsyncIterable<TrackedEnvelope<StreamEvent>> {
+  private sink: LiveSink | undefined;
+  private closed = false;
+  /** Events that arrived while an async step was running. */
+  private queue: BusEvent[] = [];
+  /** Async steps run one after another; live events queue while any is pending. */
+  private steps: Promise<void> = Promise.resolve();
+  private pendingSteps = 0;
+  /** Every stored event at or below it was delivered (or was not for this subscriber). */
+  private position = 0;
+  private readonly topics = new Set<string>();
+  private readonly unsubscribers = new Map<string, () => void>();
+  private readonly cleanups: (() => void)[] = [];
+  private readonly listener = (message: unknown) => {
+    if (this.closed) return;
+    if (this.pendingSteps > 0) this.queue.push(message as BusEvent);
+    else this.process(message as BusEvent);
+  };
+
+  constructor(private readonly options: Options) {}
+
+  /** Starts delivery to `sink`. Once only. */
+  attach(sink: LiveSink): void {
+    if (this.sink) throw new Error("LiveSubscription.attach: already attached");
+    this.sink = sink;
+    if (this.options.signal?.aborted) return this.close();
+    this.options.signal?.addEventListener("abort", () => this.close(), { once: true });
+    this.cleanups.push(this.options.bus.onResubscribed(() => this.run(() => this.catchUp())));
+    this.run(() => this.start());
+  }
+
+  /** Ends the subscription with an error (e.g. its credential was revoked). */
+  fail(error: unknown): void {
+    if (this.closed) return;
+    this.close();
+    this.sink?.fail(error);
+  }
+
+  /** Runs `cleanup` when the subscription closes. */
+  onClose(cleanup: () => void): void {
+    if (this.closed) cleanup();
+    else this.cleanups.push(cleanup);
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.queue = [];
+    for (const unsubscribe of this.unsubscribers.values()) unsubscribe();
+    this.unsubscribers.clear();
+    for (const cleanup of this.cleanups.splice(0)) cleanup();
+  }
+
+  private async start(): Promise<void> {
+    const { db, lastEventId } = this.options;
+    await this.setTopics(this.options.topics);
+    const { newest, oldestKept } = await positionBounds(db);
+    if (lastEventId === null || lastEventId === undefined) {
+      this.position = newest;
+    } else {
+      const from = Number(lastEventId);
+      if (from > newest) throw resyncRequired("That position is not known here.");
+      if (from < oldestKept - 1) throw resyncRequired("Events after that position are no longer kept.");
+      this.position = from;
+    }
+    if (!this.closed) this.sink!.ready?.();
+    if (lastEventId !== null && lastEventId !== undefined)
+      this.queue = mergeByPosition(await this.missed([...this.topics]), this.queue);
+  }
+
+  /** The bus listened again after losing its connection: what was published meanwhile comes from the store. */
+  private async catchUp(): Promise<void> {
+    this.queue = mergeByPosition(await this.missed([...this.topics]), this.queue);
+  }
+
+  /** The stored events of `topics` after the position, or a resync error when there are too many. */
+  private async missed(topics: string[]): Promise<BusEvent[]> {
+    const events = await replay(this.options.db, topics, this.position, REPLAY_LIMIT);
+    if (events.length > REPLAY_LIMIT)
+      throw resyncRequired(`More than ${REPLAY_LIMIT} events were missed.`);
+    return events;
+  }
+
+  /** Runs an async step after those before it, with live events queued behind it, then delivers the queue. */
+  private run(step: () => Promise<void>): void {
+    this.pendingSteps++;
+    this.steps = this.steps
+      .then(() => (this.closed ? undefined : step()))
+      .then(
+        () => {
+          this.pendingSteps--;
+          while (this.pendingSteps === 0 && !this.closed && this.queue.length > 0) this.process(this.queue.shift()!);
+        },
+        (error: unknown) => {
+          this.pendingSteps--;
+          this.fail(error);
+        },
+      );
+  }
+
+  private process(message: BusEvent): void {
+    const { event } = message;
+    if (event.id !== "") {
+      const position = Number(event.id);
+      if (position <= this.position) return;
+      this.position = position;
+    }
+    const decision = event.id === "" ? undefined : this.options.watch?.(event, this.topics);
+    if (decision instanceof Promise) this.run(async () => this.decide(message, await decision));
+    else if (Array.isArray(decision)) this.run(() => this.decide(message, decision));
+    else void this.decide(message, decision);
+  }
+
+  /** Acts on a decision; only a topic change has async work (subscribe, replay what it missed). */
+  private async decide(message: BusEvent, decision: WatchDecision): Promise<void> {
+    if (decision === "skip" || this.closed) return;
+    // An event that changes the topics is seen by those who may see it before or after the
+    // change: the member who joins a private channel, and those it removes.
+    const admittedBefore = this.admits(message);
+    const gained = Array.isArray(decision) ? await this.setTopics(decision) : [];
+    if (admittedBefore || this.admits(message)) this.deliver(message.event);
+    // The event that ends access (removal, deletion) is the last one delivered.
+    if (decision === "end") {
+      this.close();
+      this.sink!.end();
+      return;
+    }
+    // Streams followed from now on: what they had after this event, in order with the queue.
+    if (gained.length > 0) this.queue = mergeByPosition(await this.missed(gained), this.queue);
+  }
+
+  /**
+   * Whether the subscriber may see the event: an event about a private channel is for those
+   * who follow that channel's stream (its members), and for the member it is about.
+   */
+  private admits({ audience }: BusEvent): boolean {
+    if (!audience) return true;
+    return audience.user_id === this.options.viewerId || this.topics.has(streams.channel(audience.channel_id));
+  }
+
+  private deliver(event: StreamEvent): void {
+    if (!this.closed) this.sink!.event(String(this.position), event);
+  }
+
+  /** Subscribes to the new topics, drops the old ones; returns the topics gained. */
+  private async setTopics(topics: string[]): Promise<string[]> {
+    for (const [topic, unsubscribe] of this.unsubscribers) {
+      if (!topics.includes(topic)) {
+        unsubscribe();
+        this.unsubscribers.delete(topic);
+        this.topics.delete(topic);
+      }
+    }
+    const added: string[] = [];
+    for (const topic of topics) {
+      if (this.closed) break;
+      if (!this.unsubscribers.has(topic)) {
+        this.unsubscribers.set(topic, await this.options.bus.subscribe(topic, this.listener));
+        this.topics.add(topic);
+        added.push(topic);
+      }
+    }
+    // Closed while subscribing: let go of what was just taken.
+    if (this.closed) for (const unsubscribe of this.unsubscribers.values()) unsubscribe();
+    return added;
+  }
+
+  /** The same events as tRPC tracked envelopes, for callers that iterate (HTTP/SSE subscriptions). */
+  [Symbol.asyncIterator](): AsyncIterator<TrackedEnvelope<StreamEvent>> {
+    const items: TrackedEnvelope<StreamEvent>[] = [];
+    let ended = false;
+    let failure: { error: unknown } | undefined;
+    let wake: (() => void) | undefined;
+    this.attach({
+      event: (position, event) => {
+        items.push(tracked(position, event));
+        wake?.();
+      },
+      end: () => {
+        ended = true;
+        wake?.();
+      },
+      fail: (error) => {
+        failure = { error };
+        wake?.();
+      },
+    });
+    this.options.signal?.addEventListener("abort", () => wake?.(), { once: true });
+    return {
+      next: async () => {
+        for (;;) {
+          const item = items.shift();
+          if (item) return { value: item, done: false };
+          if (failure) throw failure.error;
+          if (ended || this.closed) return { value: undefined, done: true };
+          await new Promise<void>((resolve) => (wake = resolve));
+          wake = undefined;
+        }
+      },
+      return: async () => {
+        this.close();
+        return { value: undefined, done: true };
+      },
+    };
+  }
+}
+
+/**
+ * Two lists of events in position order as one: replayed events and live ones that queued
+ * meanwhile may interleave. An ephemeral event (no position) keeps its place after the stored
+ * event before it in its own list.
+ */
+function mergeByPosition(a: BusEvent[], b: BusEvent[]): BusEvent[] {
+  const keyed = (list: BusEvent[], source: number) => {
+    let last = 0;
+    return list.map((message, index) => {
+      if (message.event.id !== "") last = Number(message.event.id);
+      return { message, key: last, source, index };
+    });
+  };
+  return [...keyed(a, 0), ...keyed(b, 1)]
+    .sort((x, y) => x.key - y.key || x.source - y.source || x.index - y.index)
+    .map(({ message }) => message);
+}

@@ -1,0 +1,274 @@
+// The event relay: the one publisher of live events. Changes write their events in their own
+// transaction with no position; the relay gives committed events positions from one sequence,
+// a batch at a time, and publishes them on the bus in position order.
+//
+// Why positions are given here and not at insert (docs/realtime.md, "Resuming"): ids taken at
+// insert commit in any order, so a client that saw id 101 before 100 committed, and resumed
+// "after 101", never got 100. The relay sees only committed rows and numbers them in the order
+// it sees them, so once a client holds position P, every event that commits later gets a
+// position above P. It costs one UPDATE per batch, which replaces the "published" mark the
+// events had before; nothing is added per delivered event.
+//
+// One relay publishes at a time, so subscribers receive positions in order: with PostgreSQL
+// the processes elect it with a session advisory lock (another takes over within a second or
+// two when its process dies); PGlite has a single process. Other processes wake it over the
+// bus after their commits; it also polls, for changes whose writer could not wake it (the CLI).
+import type { DbSession, DatabaseHandle } from "../../db/client.ts";
+import { streamEvents } from "../../db/schema/index.ts";
+import { and, lt, sql } from "drizzle-orm";
+import type { Clock } from "../clock.ts";
+import type { Logger } from "../logger.ts";
+import type { EventBus } from "./bus.ts";
+import { EVENT_RETENTION_MS, toBusEvent, type BusEvent } from "./streams.ts";
+
+/** Any fixed number: the advisory lock the relay holds while it is the publisher. */
+const RELAY_LOCK_ID = 72_410_032;
+/** Events positioned per statement. */
+const BATCH_SIZE = 500;
+/** How often the publisher looks for events nobody woke it for, and checks it still holds the lock. */
+export const RELAY_POLL_MS = 250;
+/** How often a process that is not the publisher tries to become it. */
+const CONTEND_EVERY_MS = 1_000;
+const PRUNE_EVERY_MS = 60_000;
+/** A new publisher republishes what its predecessor positioned this recently (it may have died before publishing). */
+const TAKEOVER_REPUBLISH_SECONDS = 10;
+/** The bus topic on which other processes wake the publisher. */
+export const RELAY_WAKE_TOPIC = "relay";
+
+// $1 the batch size; $2 the publisher's backend pid, so that a connection the driver silently
+// replaced (which no longer holds the lock) positions nothing. Positions are taken in id order.
+const POSITION_BATCH = `
+with batch as (
+  select id from stream_events
+  where position is null and ($2::integer is null or pg_backend_pid() = $2::integer)
+  order by id limit $1
+),
+positioned as (
+  select id, nextval('stream_positions') as position from (select id from batch order by id) ordered
+)
+update stream_events e set position = p.position, published_at = now()
+from positioned p where e.id = p.id
+returning e.stream, e.position::text as position, e.created_at, e.payload`;
+
+const RECENTLY_POSITIONED = `
+select stream, position::text as position, created_at, payload from stream_events
+where position is not null and published_at > now() - make_interval(secs => $1)
+order by position`;
+
+const POSITIONED_FROM = `
+select stream, position::text as position, created_at, payload from stream_events
+where position >= $1::bigint order by position limit $2`;
+
+type PositionedRow = { stream: string; position: string; created_at: Date | string; payload: unknown };
+
+type RelayDeps = {
+  database: DatabaseHandle;
+  events: EventBus;
+  clock: Clock;
+  logger: Logger;
+};
+
+export class EventRelay {
+  private session: DbSession | undefined;
+  /** The backend that holds the lock (PostgreSQL); null with PGlite, which needs no lock. */
+  private leaderPid: number | null = null;
+  private leading = false;
+  private closed = false;
+  /** A run was asked for since the current one started. */
+  private pending = false;
+  private loop: Promise<void> | undefined;
+  private wakePublished = false;
+  /** A publish failed: republish from this position on the next run. */
+  private republishFrom: number | undefined;
+  private readonly timers: NodeJS.Timeout[] = [];
+  private unsubscribeWake: (() => void) | undefined;
+
+  constructor(private readonly deps: RelayDeps) {}
+
+  /** Starts contending to be the publisher (at once with PGlite). */
+  start(): void {
+    void this.contend();
+    this.timers.push(setInterval(() => void this.contend(), CONTEND_EVERY_MS).unref());
+    this.timers.push(setInterval(() => void this.poll(), RELAY_POLL_MS).unref());
+    this.timers.push(setInterval(() => void this.prune(), PRUNE_EVERY_MS).unref());
+  }
+
+  /** Whether this process publishes (for tests and logs). */
+  get isLeader(): boolean {
+    return this.leading;
+  }
+
+  /** After a commit that wrote events: the publisher publishes them now, or is told to. */
+  wake(): void {
+    if (this.closed) return;
+    if (this.leading) return this.schedule();
+    if (this.wakePublished) return;
+    this.wakePublished = true;
+    setImmediate(() => {
+      this.wakePublished = false;
+      this.deps.events.publish(RELAY_WAKE_TOPIC, {}).catch(() => {
+        // The publisher polls as well: a lost wake delays events, it loses none.
+      });
+    });
+  }
+
+  /** Positions and publishes what is committed now (the publisher only). Resolves when done. */
+  async flush(): Promise<void> {
+    if (!this.leading) return;
+    this.schedule();
+    while (this.loop) await this.loop;
+  }
+
+  /** One run at a time; commits made in the same turn of the event loop share its batch. */
+  private schedule(): void {
+    this.pending = true;
+    if (this.loop) return;
+    this.loop = new Promise<void>((resolve) => setImmediate(resolve))
+      .then(() => this.drain())
+      .finally(() => {
+        this.loop = undefined;
+        if (this.pending && this.leading) this.schedule();
+      });
+  }
+
+  private async drain(): Promise<void> {
+    while (this.pending && this.leading) {
+      this.pending = false;
+      try {
+        if ((await this.runOnce()) === BATCH_SIZE) this.pending = true;
+      } catch (error) {
+        this.deps.logger.warn({ err: error }, "event relay: positioning failed");
+        await this.stepDownIfLost();
+        return;
+      }
+    }
+  }
+
+  private async runOnce(): Promise<number> {
+    const session = this.session;
+    if (!session || !this.leading) return 0;
+    if (this.republishFrom !== undefined) {
+      const from = this.republishFrom;
+      this.republishFrom = undefined;
+      await this.publish(await session.query<PositionedRow>(POSITIONED_FROM, [from, BATCH_SIZE * 4]));
+    }
+    const rows = await session.query<PositionedRow>(POSITION_BATCH, [BATCH_SIZE, this.leaderPid]);
+    await this.publish(rows);
+    return rows.length;
+  }
+
+  /** Publishes in position order; the bus keeps the order of one publisher's messages. */
+  private async publish(rows: PositionedRow[]): Promise<void> {
+    if (rows.length === 0) return;
+    const events = rows
+      .map((row) => ({
+        stream: row.stream,
+        busEvent: toBusEvent({
+          position: Number(row.position),
+          createdAt: new Date(row.created_at),
+          payload: typeof row.payload === "string" ? JSON.parse(row.payload) : row.payload,
+        }),
+      }))
+      .sort((a, b) => Number(a.busEvent.event.id) - Number(b.busEvent.event.id));
+    const results = await Promise.allSettled(
+      events.map(({ stream, busEvent }) => this.deps.events.publish(stream, busEvent satisfies BusEvent)),
+    );
+    const failed = results.findIndex((result) => result.status === "rejected");
+    if (failed !== -1) {
+      const from = Number(events[failed]!.busEvent.event.id);
+      this.republishFrom = Math.min(this.republishFrom ?? from, from);
+      this.deps.logger.warn(
+        { err: (results[failed] as PromiseRejectedResult).reason },
+        "event relay: publish failed, will retry",
+      );
+    }
+  }
+
+  /** Takes the publisher's role when it is free. */
+  private async contend(): Promise<void> {
+    if (this.closed || this.leading) return;
+    try {
+      this.session ??= await this.deps.database.session();
+      if (this.deps.database.driver === "postgres") {
+        const [row] = await this.session.query<{ locked: boolean; pid: number }>(
+          "select pg_try_advisory_lock($1) as locked, pg_backend_pid() as pid",
+          [RELAY_LOCK_ID],
+        );
+        if (!row?.locked) return;
+        this.leaderPid = row.pid;
+      }
+      if (this.closed) return;
+      this.leading = true;
+      this.unsubscribeWake = await this.deps.events.subscribe(RELAY_WAKE_TOPIC, () => this.schedule());
+      this.deps.logger.debug("event relay: this process publishes live events");
+      // The previous publisher may have positioned events and died before publishing them.
+      await this.publish(await this.session.query<PositionedRow>(RECENTLY_POSITIONED, [TAKEOVER_REPUBLISH_SECONDS]));
+      this.schedule();
+    } catch (error) {
+      this.deps.logger.warn({ err: error }, "event relay: could not contend for the publisher role");
+      await this.stepDown();
+    }
+  }
+
+  private async poll(): Promise<void> {
+    if (!this.leading || this.closed) return;
+    if (!(await this.stepDownIfLost())) this.schedule();
+  }
+
+  /** True when this process no longer holds the lock (its connection was lost or replaced). */
+  private async stepDownIfLost(): Promise<boolean> {
+    if (this.leaderPid === null || !this.session) return false;
+    const stillHeld = await this.session
+      .query<{ pid: number }>("select pg_backend_pid() as pid", [])
+      .then(([row]) => row?.pid === this.leaderPid)
+      .catch(() => false);
+    if (stillHeld) return false;
+    this.deps.logger.warn("event relay: lost the publisher role");
+    await this.stepDown();
+    return true;
+  }
+
+  /**
+   * Lets go of the role and of the connection. The lock is released first: a pooled connection
+   * that kept it would keep every process from publishing.
+   */
+  private async stepDown(): Promise<void> {
+    this.leading = false;
+    this.unsubscribeWake?.();
+    this.unsubscribeWake = undefined;
+    const session = this.session;
+    if (!session || this.deps.database.driver === "pglite") return;
+    this.session = undefined;
+    this.leaderPid = null;
+    await session.query("select pg_advisory_unlock_all()", []).catch(() => {
+      // A broken connection took its locks with it.
+    });
+    session.release();
+  }
+
+  /**
+   * Deletes events past the retention window (the publisher only). The newest stays, so the
+   * newest position stays known (a resume from a position above it is refused).
+   */
+  private async prune(): Promise<void> {
+    if (!this.leading || this.closed) return;
+    const before = new Date(this.deps.clock.now().getTime() - EVENT_RETENTION_MS);
+    await this.deps.database.db
+      .delete(streamEvents)
+      .where(
+        and(
+          lt(streamEvents.position, sql`(select max(${streamEvents.position}) from ${streamEvents})`),
+          lt(streamEvents.createdAt, before),
+        ),
+      )
+      .catch((error: unknown) => this.deps.logger.warn({ err: error }, "event relay: pruning failed"));
+  }
+
+  /** Publishes what is committed, then lets go of the role (at shutdown, before the database and bus close). */
+  async close(): Promise<void> {
+    for (const timer of this.timers) clearInterval(timer);
+    await this.flush().catch(() => {});
+    this.closed = true;
+    await this.stepDown();
+  }
+}
