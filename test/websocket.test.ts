@@ -4,63 +4,28 @@
 // subscriber too slow to read, and its resumption from lastEventId with nothing lost.
 import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
-import WebSocket from "ws";
 import { MAX_BUFFERED_BYTES, SLOW_GRACE_MS } from "../server/http/trpc-websocket.ts";
 import { registerUser, type RegisteredUser } from "./helpers/factories.ts";
+import { RawSocket } from "./helpers/raw-socket.ts";
 import { useTestServer } from "./helpers/server.ts";
 import { until } from "./helpers/wait.ts";
 
 const ctx = useTestServer();
 
-type Frame = Record<string, any>;
-
-/** A raw socket that records every JSON frame it receives. */
-class RawSocket {
-  readonly frames: Frame[] = [];
-  closeCode: number | undefined;
-  private constructor(readonly socket: WebSocket) {
-    socket.on("message", (data) => {
-      const text = data.toString();
-      if (text === "PING") socket.send("PONG");
-      else if (text !== "PONG") this.frames.push(JSON.parse(text));
-    });
-    socket.on("close", (code) => (this.closeCode = code));
-    socket.on("error", () => {});
-  }
-
-  static async open(query = "?connectionParams=1"): Promise<RawSocket> {
-    const socket = new WebSocket(`${ctx.server.url.replace(/^http/, "ws")}/trpc${query}`);
-    await new Promise<void>((resolve, reject) => {
-      socket.once("open", () => resolve());
-      socket.once("error", reject);
-    });
-    const raw = new RawSocket(socket);
-    sockets.push(raw);
-    return raw;
-  }
-
-  send(message: unknown) {
-    this.socket.send(typeof message === "string" ? message : JSON.stringify(message));
-  }
-
-  /** Waits for the first frame (after `from`) that matches. */
-  async next(match: (frame: Frame) => boolean, from = 0): Promise<Frame> {
-    return until(() => this.frames.slice(from).find(match), "a matching frame", 5_000);
-  }
-
-  dataFrames(id: number): Frame[] {
-    return this.frames.filter((frame) => frame.id === id && frame.result?.type === "data");
-  }
-}
-
 const sockets: RawSocket[] = [];
 afterEach(() => {
-  for (const raw of sockets.splice(0)) raw.socket.terminate();
+  for (const raw of sockets.splice(0)) raw.terminate();
 });
 
+async function openSocket(options: { connectionParams?: boolean } = {}): Promise<RawSocket> {
+  const raw = await RawSocket.open(ctx.server.url, options);
+  sockets.push(raw);
+  return raw;
+}
+
 async function signedInSocket(user: RegisteredUser): Promise<RawSocket> {
-  const raw = await RawSocket.open();
-  raw.send({ method: "connectionParams", data: { token: user.token } });
+  const raw = await RawSocket.signedIn(ctx.server.url, user.token);
+  sockets.push(raw);
   return raw;
 }
 
@@ -92,16 +57,16 @@ describe("the tRPC WebSocket protocol", () => {
   it("answers a query once the connection params have signed the socket in", async () => {
     const user = await registerUser(ctx.api);
     const raw = await signedInSocket(user);
-    raw.send({ id: 1, method: "query", params: { path: "me.get" } });
+    raw.request(1, "query", "me.get");
     const answer = await raw.next((frame) => frame.id === 1);
     expect(answer.result.type).toBe("data");
     expect(answer.result.data).toMatchObject({ id: user.id, email: user.email });
   });
 
   it("answers with the error shape: UNAUTHORIZED without a token, NOT_FOUND for an unknown procedure", async () => {
-    const raw = await RawSocket.open("");
-    raw.send({ id: 1, method: "query", params: { path: "me.get" } });
-    raw.send({ id: 2, jsonrpc: "2.0", method: "query", params: { path: "no.such.procedure" } });
+    const raw = await openSocket({ connectionParams: false });
+    raw.request(1, "query", "me.get");
+    raw.request(2, "query", "no.such.procedure", { jsonrpc: "2.0" });
     const unauthorized = await raw.next((frame) => frame.id === 1);
     expect(unauthorized.error).toMatchObject({ code: -32001, data: { code: "UNAUTHORIZED", httpStatus: 401 } });
     const missing = await raw.next((frame) => frame.id === 2);
@@ -112,33 +77,32 @@ describe("the tRPC WebSocket protocol", () => {
   it("refuses a malformed frame with PARSE_ERROR and keeps the connection", async () => {
     const user = await registerUser(ctx.api);
     const raw = await signedInSocket(user);
-    raw.send("{not json");
+    raw.sendText("{not json");
     const refused = await raw.next((frame) => frame.id === null);
     expect(refused.error).toMatchObject({ data: { code: "PARSE_ERROR" } });
-    raw.send({ id: 7, method: "query", params: { path: "me.get" } });
+    raw.request(7, "query", "me.get");
     expect((await raw.next((frame) => frame.id === 7)).result.data.id).toBe(user.id);
   });
 
   it("refuses connection params that are not strings, then closes the socket", async () => {
-    const raw = await RawSocket.open();
-    raw.send({ method: "connectionParams", data: { token: 42 } });
+    const raw = await openSocket();
+    raw.sendText(JSON.stringify({ method: "connectionParams", data: { token: 42 } }));
     const refused = await raw.next((frame) => frame.id === null);
     expect(refused.error).toMatchObject({ data: { code: "PARSE_ERROR" } });
-    await until(() => raw.closeCode !== undefined || undefined, "raw.closeCode !== undefined", 5_000);
+    await raw.closed();
   });
 
   it("subscribes (started, then tracked data frames), refuses a duplicate id, and stops on request", async () => {
     const { owner, workspaceId, channelId } = await channelWithMember();
     const raw = await signedInSocket(owner);
-    const subscribe = {
-      id: 3,
-      method: "subscription",
-      params: { path: "messages.onChannel", input: { workspace_id: workspaceId, channel_id: channelId } },
-    };
-    raw.send(subscribe);
+    const subscribe = () =>
+      raw.request(3, "subscription", "messages.onChannel", {
+        input: { workspace_id: workspaceId, channel_id: channelId },
+      });
+    subscribe();
     await raw.next((frame) => frame.id === 3 && frame.result?.type === "started");
 
-    raw.send(subscribe);
+    subscribe();
     const duplicate = await raw.next((frame) => frame.id === 3 && "error" in frame);
     expect(duplicate.error).toMatchObject({ message: "Duplicate id 3", data: { code: "BAD_REQUEST" } });
 
@@ -155,11 +119,11 @@ describe("the tRPC WebSocket protocol", () => {
       data: { message: { id: posted.body.data.id, content: "over the socket" } },
     });
 
-    raw.send({ id: 3, method: "subscription.stop" });
+    raw.stop(3);
     await raw.next((frame) => frame.id === 3 && frame.result?.type === "stopped");
     expect((await post(owner, workspaceId, channelId, "after the stop")).status).toBe(201);
     // A query answered after the post's event would have been sent shows nothing else came.
-    raw.send({ id: 4, method: "query", params: { path: "me.get" } });
+    raw.request(4, "query", "me.get");
     await raw.next((frame) => frame.id === 4);
     await new Promise((resolve) => setTimeout(resolve, 200));
     expect(raw.dataFrames(3)).toHaveLength(1);
@@ -169,10 +133,8 @@ describe("the tRPC WebSocket protocol", () => {
     const { workspaceId, channelId } = await channelWithMember();
     const stranger = await registerUser(ctx.api);
     const raw = await signedInSocket(stranger);
-    raw.send({
-      id: 5,
-      method: "subscription",
-      params: { path: "messages.onChannel", input: { workspace_id: workspaceId, channel_id: channelId } },
+    raw.request(5, "subscription", "messages.onChannel", {
+      input: { workspace_id: workspaceId, channel_id: channelId },
     });
     const refused = await raw.next((frame) => frame.id === 5);
     expect(refused.error).toMatchObject({ data: { code: "NOT_FOUND", httpStatus: 404 } });
@@ -184,7 +146,7 @@ describe("a subscriber too slow to read", () => {
     const { owner, workspaceId, channelId } = await channelWithMember();
     const input = { workspace_id: workspaceId, channel_id: channelId };
     const slow = await signedInSocket(owner);
-    slow.send({ id: 1, method: "subscription", params: { path: "messages.onChannel", input } });
+    slow.request(1, "subscription", "messages.onChannel", { input });
     await slow.next((frame) => frame.id === 1 && frame.result?.type === "started");
 
     // One message read, then the socket stops reading (the kernel buffers fill, then the server's).
@@ -215,16 +177,11 @@ describe("a subscriber too slow to read", () => {
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
     (slow.socket as unknown as { _socket: { resume(): void } })._socket.resume();
-    await until(() => slow.closeCode !== undefined || undefined, "slow.closeCode !== undefined", 10_000);
-    expect(slow.closeCode).toBe(1013);
+    expect(await slow.closed(10_000)).toBe(1013);
 
     // A new socket resuming from the last event it saw gets every message posted since, once.
     const resumed = await signedInSocket(owner);
-    resumed.send({
-      id: 1,
-      method: "subscription",
-      params: { path: "messages.onChannel", input, lastEventId: lastSeen },
-    });
+    resumed.request(1, "subscription", "messages.onChannel", { input, lastEventId: lastSeen });
     await until(
       () => resumed.dataFrames(1).length >= postedIds.length || undefined,
       "resumed.dataFrames(1).length >= postedIds.length",
