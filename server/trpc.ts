@@ -1,15 +1,13 @@
 // The tRPC root: procedure meta, error mapping and the base procedures. Handlers never check
 // auth by hand: they pick publicProcedure or authedProcedure.
-import { initTRPC, TRPCError } from "@trpc/server";
-import type { TRPC_ERROR_CODE_KEY } from "@trpc/server/rpc";
+import { initTRPC } from "@trpc/server";
 import type { OpenApiMeta } from "trpc-to-openapi";
-import { ZodError } from "zod";
 import type { Ability } from "./abilities.ts";
 import { authorizeCaller } from "./authorize.ts";
 import type { RequestContext } from "./context.ts";
-import { AppError, unauthenticated, type ErrorKind } from "./errors.ts";
+import { unauthenticated } from "./errors.ts";
 import { LiveSubscription } from "./events/live-subscription.ts";
-import { validationErrorFromZod } from "./validation.ts";
+import { appErrorOf, appErrorToTRPC } from "./trpc-errors.ts";
 
 export type ProcedureMeta = OpenApiMeta<{
   /**
@@ -20,31 +18,6 @@ export type ProcedureMeta = OpenApiMeta<{
   /** The REST status on success (the contract: create 201, delete 204, others 200). */
   successStatus?: 200 | 201 | 204;
 }>;
-
-const TRPC_CODE: Record<ErrorKind, TRPC_ERROR_CODE_KEY> = {
-  bad_request: "BAD_REQUEST",
-  unauthenticated: "UNAUTHORIZED",
-  forbidden: "FORBIDDEN",
-  not_found: "NOT_FOUND",
-  conflict: "CONFLICT",
-  payload_too_large: "PAYLOAD_TOO_LARGE",
-  unsupported_media_type: "UNSUPPORTED_MEDIA_TYPE",
-  validation: "UNPROCESSABLE_CONTENT",
-  throttled: "TOO_MANY_REQUESTS",
-  unavailable: "SERVICE_UNAVAILABLE",
-  resync_required: "PRECONDITION_FAILED",
-};
-
-export function appErrorToTRPC(error: AppError): TRPCError {
-  return new TRPCError({ code: TRPC_CODE[error.kind], message: error.message, cause: error });
-}
-
-/** The AppError behind a TRPCError, with zod input failures turned into the 422 kind. */
-export function appErrorOf(error: TRPCError): AppError | undefined {
-  if (error.cause instanceof AppError) return error.cause;
-  if (error.cause instanceof ZodError && error.code === "BAD_REQUEST") return validationErrorFromZod(error.cause);
-  return undefined;
-}
 
 const t = initTRPC
   .context<RequestContext>()
@@ -89,7 +62,7 @@ const requireAuth = t.middleware(async ({ ctx, meta, type, next }) => {
     const { token } = auth;
     const stopWatching = ctx.deps.credentials.track(
       { userId: auth.user.id, tokenId: token.id, expiresAt: token.expiresAt },
-      () => subscription.fail(appErrorToTRPC(unauthenticated())),
+      () => subscription.fail(unauthenticated()),
     );
     subscription.onClose(stopWatching);
   }

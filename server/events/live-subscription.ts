@@ -6,6 +6,7 @@
 import { tracked, type TrackedEnvelope } from "@trpc/server";
 import type { Database } from "../../db/client.ts";
 import { AppError } from "../errors.ts";
+import { toTRPCError } from "../trpc-errors.ts";
 import type { EventBus } from "./bus.ts";
 import { positionBounds, replay, REPLAY_LIMIT, streams, type BusEvent, type StreamEvent } from "./streams.ts";
 
@@ -77,11 +78,11 @@ export class LiveSubscription implements AsyncIterable<TrackedEnvelope<StreamEve
     this.run(() => this.start());
   }
 
-  /** Ends the subscription with an error (e.g. its credential was revoked). */
+  /** Ends the subscription with an error (e.g. its credential was revoked), typed for the client. */
   fail(error: unknown): void {
     if (this.closed) return;
     this.close();
-    this.sink?.fail(error);
+    this.sink?.fail(toTRPCError(error));
   }
 
   /** Runs `cleanup` when the subscription closes. */

@@ -2,7 +2,7 @@
 // `{message, errors}` body, and Retry-After on 429.
 import { TRPCError } from "@trpc/server";
 import { AppError, HTTP_STATUS } from "../errors.ts";
-import { appErrorOf } from "../trpc.ts";
+import { appErrorOf } from "../trpc-errors.ts";
 
 export type RestError = {
   status: number;
