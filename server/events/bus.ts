@@ -96,7 +96,10 @@ export class RedisEventBus implements EventBus {
     if (!set) {
       set = new Set();
       this.listeners.set(topic, set);
-      this.subscribed.set(topic, this.subscriber.subscribe(this.channelPrefix + topic));
+      this.subscribed.set(
+        topic,
+        this.whenReady().then(() => this.subscriber.subscribe(this.channelPrefix + topic)),
+      );
     }
     set.add(listener);
     const unsubscribe = () => {
@@ -113,6 +116,16 @@ export class RedisEventBus implements EventBus {
       throw error;
     }
     return unsubscribe;
+  }
+
+  /**
+   * ioredis writes a SUBSCRIBE at once to a connection still in its handshake, which then fails
+   * its own ready check ("only subscriber commands may be used") and drops the connection: a
+   * subscription made while the process starts (or reconnects) waits until the connection is ready.
+   */
+  private whenReady(): Promise<void> {
+    if (this.subscriber.status === "ready") return Promise.resolve();
+    return new Promise((resolve) => this.subscriber.once("ready", () => resolve()));
   }
 
   onResubscribed(listener: () => void): () => void {
