@@ -91,7 +91,14 @@ function scheduleInBackground(deps: Deps): void {
   );
 }
 
-export type App = { deps: Deps; server: Server; url: string; close(): Promise<void> };
+export type App = {
+  deps: Deps;
+  server: Server;
+  url: string;
+  /** The live WebSocket connections (closed with 1001 at shutdown). */
+  webSockets: WebSocketServer;
+  close(): Promise<void>;
+};
 
 export async function startApp(config: Config, options: AppOptions = {}): Promise<App> {
   const core = await buildCore(config, options);
@@ -164,6 +171,7 @@ export async function startApp(config: Config, options: AppOptions = {}): Promis
     deps,
     server,
     url,
+    webSockets: wss,
     close: () =>
       (closing ??= (async () => {
         // Stop accepting, let in-flight requests finish, then close live connections.
