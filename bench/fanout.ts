@@ -1,16 +1,16 @@
 // Fan-out: N receivers subscribed over WebSocket (messages.onChannel) to one channel, senders
 // posting to it over REST; and the server memory an idle WebSocket connection costs.
 //
-// Receivers speak the tRPC WebSocket protocol with a bare `ws` socket (what @trpc/client's
-// wsLink sends: `?connectionParams=1` on the URL, then `{"method":"connectionParams","data":
-// {token}}` as the first message, then `{"id":1,"method":"subscription","params":{path,input}}`),
-// which costs the load generator far less than a tRPC client per receiver. One receiver of
+// Receivers speak the tRPC WebSocket protocol with a bare `ws` socket, in the frames of
+// server/http/trpc-ws-protocol.ts (what @trpc/client's wsLink sends), which costs the load
+// generator far less than a tRPC client per receiver. One receiver of
 // every fan-out run is the real typed client (createChatClient), as a check that the bare
 // receivers see what a client sees. Every message carries its send time in its content; a
 // receiver reads it out of the frame without parsing the whole frame.
 import { Agent as HttpAgent, request as httpRequest } from "node:http";
 import WebSocket from "ws";
 import { createChatClient, type ChatClient } from "../client/index.ts";
+import { clientFrames, PING, PONG, trpcSocketUrl } from "../server/http/trpc-ws-protocol.ts";
 import {
   api,
   mapLimit,
@@ -212,7 +212,7 @@ class RawReceiver implements Receiver {
   /** Opens the socket and sends the connection params, as the tRPC client does. */
   static open(baseUrl: string, token: string): Promise<RawReceiver> {
     return new Promise((resolve, reject) => {
-      const socket = new WebSocket(`${baseUrl.replace(/^http/, "ws")}/trpc?connectionParams=1`, {
+      const socket = new WebSocket(trpcSocketUrl(baseUrl), {
         perMessageDeflate: false,
         // The load generator shares the machine: it trusts the server's UTF-8 rather than checking it.
         skipUTF8Validation: true,
@@ -223,7 +223,7 @@ class RawReceiver implements Receiver {
       }, 30_000);
       socket.once("open", () => {
         clearTimeout(timer);
-        socket.send(JSON.stringify({ method: "connectionParams", data: { token } }));
+        socket.send(clientFrames.connectionParams({ token }));
         resolve(new RawReceiver(socket));
       });
       socket.once("error", (error) => {
@@ -250,7 +250,7 @@ class RawReceiver implements Receiver {
           reject(error);
         },
       });
-      this.socket.send(JSON.stringify({ id, method, params: { path, input } }));
+      this.socket.send(clientFrames.request(id, method, path, { input }));
     });
   }
 
@@ -265,8 +265,8 @@ class RawReceiver implements Receiver {
   }
 
   private onFrame(data: Buffer, isBinary: boolean) {
-    if (!isBinary && data.length === 4 && data.toString() === "PING") {
-      this.socket.send("PONG");
+    if (!isBinary && data.length === PING.length && data.toString() === PING) {
+      this.socket.send(PONG);
       return;
     }
     const at = data.indexOf(MARKER_IN_FRAME);
