@@ -7,14 +7,11 @@
 // adapter starts iterating after answering), so each test first "pokes" (an ephemeral typing
 // event, or a profile update on the user's own stream) until the first one comes through;
 // from then on every event must arrive.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { TRPCClientError } from "../client/index.ts";
-import { startApp, type App } from "../server/app.ts";
-import { loadConfig } from "../server/config.ts";
-import { restClient, type RestClient } from "./helpers/api.ts";
 import { registerUser } from "./helpers/factories.ts";
 import { arrived, attach, collect, ISO_WITH_OFFSET, world } from "./helpers/live.ts";
-import { startTestServer, useTestServer, type TestServer } from "./helpers/server.ts";
+import { useTestServer, useTwoServers } from "./helpers/server.ts";
 import { until } from "./helpers/wait.ts";
 
 const ctx = useTestServer();
@@ -399,28 +396,16 @@ describe("server-sent events", () => {
 });
 
 describe.runIf(process.env.REDIS_URL && process.env.DATABASE_URL)("two servers sharing PostgreSQL and Redis", () => {
-  let first: TestServer;
-  let second: App;
-  let api: RestClient;
+  const servers = useTwoServers();
   const shared = world(
-    () => first,
-    () => api,
+    () => servers.first,
+    () => servers.api,
   );
-
-  beforeAll(async () => {
-    first = await startTestServer();
-    api = restClient(first.url);
-    second = await startApp(loadConfig({ ...first.env, PORT: "0" }));
-  });
-  afterAll(async () => {
-    await second?.close();
-    await first?.close();
-  });
 
   it("a message posted on one server reaches an onChannel subscriber on the other", async () => {
     const { owner, member, workspace, general } = await shared.team();
     // The subscriber is connected to the second server; pokes and posts go to the first.
-    const feed = shared.onChannel(shared.chat(member.token, { url: second.url }), {
+    const feed = shared.onChannel(shared.chat(member.token, { url: servers.second.url }), {
       workspace_id: workspace.id,
       channel_id: general.id,
     });

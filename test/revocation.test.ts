@@ -5,18 +5,16 @@
 // socket is authorized with the token's current state, as REST is.
 import { randomBytes } from "node:crypto";
 import { eq } from "drizzle-orm";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { accessTokens, passwordResetTokens } from "../db/schema/index.ts";
-import { startApp, type App } from "../server/app.ts";
-import { loadConfig } from "../server/config.ts";
 import { sha256Hex } from "../server/crypto.ts";
 import { CLOSE_CODES } from "../server/http/trpc-ws-protocol.ts";
 import { runAdminCommand } from "../server/services/accounts/admin-commands.ts";
-import { restClient, type RestClient } from "./helpers/api.ts";
+import type { RestClient } from "./helpers/api.ts";
 import { DEFAULT_PASSWORD, registerUser, type RegisteredUser } from "./helpers/factories.ts";
 import { collect, world } from "./helpers/live.ts";
 import { RawSocket } from "./helpers/raw-socket.ts";
-import { startTestServer, useTestServer, type TestServer } from "./helpers/server.ts";
+import { useTestServer, useTwoServers } from "./helpers/server.ts";
 import { until } from "./helpers/wait.ts";
 
 const ctx = useTestServer();
@@ -194,21 +192,10 @@ describe("every request over an open socket is authorized with the token's curre
 });
 
 describe.runIf(process.env.DATABASE_URL && process.env.REDIS_URL)("two server processes", () => {
-  let first: TestServer;
-  let second: App;
-  let api: RestClient;
-
-  beforeAll(async () => {
-    first = await startTestServer();
-    api = restClient(first.url);
-    second = await startApp(loadConfig({ ...first.env, PORT: "0" }));
-  });
-  afterAll(async () => {
-    await second?.close();
-    await first?.close();
-  });
+  const servers = useTwoServers();
 
   it("a logout on one server closes the socket held on the other within a second", async () => {
+    const { api, second } = servers;
     const user = await registerUser(api);
     const phone = await signIn(api, user);
     const socket = await subscribedSocket(second.url, phone);

@@ -114,3 +114,22 @@ export function useTestServer(overrides: Record<string, string> = {}): { server:
   afterAll(() => ctx.server?.close());
   return ctx;
 }
+
+/**
+ * Two server processes sharing one PostgreSQL database and one Redis (call it inside a
+ * describe that runs only when both are configured): the second is started from the first's
+ * environment, as a second `npm start` behind a load balancer would be.
+ */
+export function useTwoServers(): { first: TestServer; second: App; api: RestClient } {
+  const ctx = {} as { first: TestServer; second: App; api: RestClient };
+  beforeAll(async () => {
+    ctx.first = await startTestServer();
+    ctx.api = restClient(ctx.first.url);
+    ctx.second = await startApp(loadConfig({ ...ctx.first.env, PORT: "0" }));
+  });
+  afterAll(async () => {
+    await ctx.second?.close();
+    await ctx.first?.close();
+  });
+  return ctx;
+}
