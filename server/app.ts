@@ -153,8 +153,11 @@ export async function startApp(config: Config, options: AppOptions = {}): Promis
     },
   });
   server.on("upgrade", (req, socket, head) => {
-    const pathname = new URL(req.url ?? "/", "http://localhost").pathname;
-    if (pathname !== "/trpc") {
+    // Only /trpc upgrades; anything else, a target that is not a URL path ("//") included, is dropped.
+    if (
+      !URL.canParse(req.url ?? "/", "http://localhost") ||
+      new URL(req.url!, "http://localhost").pathname !== "/trpc"
+    ) {
       socket.destroy();
       return;
     }

@@ -28,7 +28,7 @@ import {
   type AnyTRPCRouter,
   type inferRouterContext,
 } from "@trpc/server";
-import { handleKeepAlive } from "@trpc/server/adapters/ws";
+import { handleKeepAlive, jsonEncoder } from "@trpc/server/adapters/ws";
 import { parseConnectionParamsFromUnknown } from "@trpc/server/http";
 import { parseTRPCMessage, type TRPCClientOutgoingMessage, type TRPCResponseMessage } from "@trpc/server/rpc";
 import type { WebSocket, WebSocketServer } from "ws";
@@ -76,7 +76,10 @@ type Options<TRouter extends AnyTRPCRouter> = {
    * Called once a connection's params are known, with its context: watch its credential, and
    * call `close` when it is revoked. Returns what to do when the connection closes.
    */
-  watchConnection?(ctx: inferRouterContext<TRouter>, close: (code: number, reason: string) => void): (() => void) | void;
+  watchConnection?(
+    ctx: inferRouterContext<TRouter>,
+    close: (code: number, reason: string) => void,
+  ): (() => void) | void;
   keepAlive: { pingMs: number; pongWaitMs: number };
   onError?(error: TRPCError, path: string | undefined): void;
 };
@@ -126,7 +129,7 @@ function connectionParamsOf(text: string): Record<string, string | undefined> | 
   let message: unknown;
   try {
     message = JSON.parse(text);
-    if (!message || typeof message !== "object") throw new Error("Message was not an object");
+    if (!message || typeof message !== "object" || Array.isArray(message)) throw new Error("Message was not an object");
   } catch (cause) {
     throw new TRPCError({ code: "PARSE_ERROR", message: "Malformed TRPCConnectionParamsMessage", cause });
   }
@@ -179,12 +182,20 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
         frame = JSON.stringify({
           id: message.id,
           ...(message.jsonrpc && { jsonrpc: message.jsonrpc }),
-          error: { code: -32603, message: "Internal server error", data: { code: "INTERNAL_SERVER_ERROR", httpStatus: 500 } },
+          error: {
+            code: -32603,
+            message: "Internal server error",
+            data: { code: "INTERNAL_SERVER_ERROR", httpStatus: 500 },
+          },
         });
       }
       client.send(frame);
     };
-    const respondError = (request: { id: RequestId | null; jsonrpc?: "2.0" | undefined }, cause: unknown, call: Call) => {
+    const respondError = (
+      request: { id: RequestId | null; jsonrpc?: "2.0" | undefined },
+      cause: unknown,
+      call: Call,
+    ) => {
       const error = getTRPCErrorFromUnknown(cause);
       reportError(error, call.path);
       let shape;
@@ -192,7 +203,11 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
         shape = getTRPCErrorShape({ config, error, ctx: lastCtx, ...call });
       } catch (formatError) {
         reportError(getTRPCErrorFromUnknown(formatError), call.path);
-        shape = { code: -32603, message: "Internal server error", data: { code: "INTERNAL_SERVER_ERROR", httpStatus: 500 } };
+        shape = {
+          code: -32603,
+          message: "Internal server error",
+          data: { code: "INTERNAL_SERVER_ERROR", httpStatus: 500 },
+        };
       }
       respond({ id: request.id, jsonrpc: request.jsonrpc, error: shape } as TRPCResponseMessage);
     };
@@ -215,7 +230,10 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
 
     const awaitingParams = new URL(req.url ?? "/", "http://localhost").search.includes(CONNECTION_PARAMS_QUERY);
     const paramsTimer = awaitingParams
-      ? setTimeout(() => close(CLOSE_CODES.policyViolation, "connection params not received"), CONNECTION_PARAMS_TIMEOUT_MS)
+      ? setTimeout(
+          () => close(CLOSE_CODES.policyViolation, "connection params not received"),
+          CONNECTION_PARAMS_TIMEOUT_MS,
+        )
       : undefined;
     if (!awaitingParams) establish(() => null);
 
@@ -233,7 +251,10 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
       const { path, lastEventId } = message.params;
       let input: unknown = message.params.input;
       if (lastEventId !== undefined)
-        input = input && typeof input === "object" ? { ...input, lastEventId } : (input ?? { lastEventId });
+        input =
+          input && typeof input === "object" && !Array.isArray(input)
+            ? { ...input, lastEventId }
+            : (input ?? { lastEventId });
       const call = { type, path, input };
       if (type === "subscription") {
         if (subscriptions.has(id)) {
@@ -298,9 +319,15 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
             backlogSince ||= now;
             return buffered > HARD_MAX_BUFFERED_BYTES || now - backlogSince > SLOW_GRACE_MS;
           };
+          let started = false;
+          const start = () => {
+            if (started) return;
+            started = true;
+            respond({ id, jsonrpc, result: { type: "started" } });
+          };
           result.attach({
             // "started" once the subscription listens, so that a client may rely on it.
-            ready: () => respond({ id, jsonrpc, result: { type: "started" } }),
+            ready: start,
             event(position, event) {
               if (client.readyState !== OPEN) return;
               if (tooFarBehind()) {
@@ -311,15 +338,29 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
               sendCoalesced(client, trackedEventFrame(id, jsonrpc, position, jsonOf(event)));
             },
             end: stopped,
+            // As tRPC's adapter answers a stream that fails: "started" (it sends that before
+            // iterating, so even when the set-up fails), the error, then "stopped".
             fail(error) {
               subscriptions.delete(id);
+              start();
               respondError({ id, jsonrpc }, error, call);
+              respond({ id, jsonrpc, result: { type: "stopped" } });
             },
           });
           return;
         }
+        if (!result || typeof result !== "object" || !(Symbol.asyncIterator in result))
+          throw new TRPCError({
+            code: "INTERNAL_SERVER_ERROR",
+            message: "Subscription did not return an async iterable",
+          });
         respond({ id, jsonrpc, result: { type: "started" } });
-        await iterate(result, { id, jsonrpc }, abort.signal);
+        try {
+          await iterate(result as AsyncIterable<unknown>, { id, jsonrpc }, abort.signal);
+        } catch (cause) {
+          // As tRPC's adapter answers a stream that fails while it runs: the error, then "stopped".
+          respondError({ id, jsonrpc }, cause, call);
+        }
         stopped();
       } catch (cause) {
         // A subscription stopped during its set-up ends quietly, as with tRPC's own adapter.
@@ -330,10 +371,12 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
     }
 
     /** A subscription that is not a LiveSubscription: iterate it, one frame per value. */
-    async function iterate(result: unknown, request: { id: RequestId; jsonrpc?: "2.0" | undefined }, signal: AbortSignal) {
-      if (!result || typeof result !== "object" || !(Symbol.asyncIterator in result))
-        throw new TRPCError({ code: "INTERNAL_SERVER_ERROR", message: "Subscription did not return an async iterable" });
-      const iterator = (result as AsyncIterable<unknown>)[Symbol.asyncIterator]();
+    async function iterate(
+      result: AsyncIterable<unknown>,
+      request: { id: RequestId; jsonrpc?: "2.0" | undefined },
+      signal: AbortSignal,
+    ) {
+      const iterator = result[Symbol.asyncIterator]();
       const aborted = new Promise<"aborted">((resolve) =>
         signal.addEventListener("abort", () => resolve("aborted"), { once: true }),
       );
@@ -372,8 +415,8 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
       }
       let decoded: unknown;
       try {
-        if (text === undefined) throw new Error("jsonEncoder received binary data. JSON uses text frames.");
-        decoded = JSON.parse(text);
+        // tRPC's own decoder, so that a binary frame is refused in tRPC's words.
+        decoded = jsonEncoder.decode(text ?? raw);
       } catch (cause) {
         respondError({ id: null }, new TRPCError({ code: "PARSE_ERROR", cause }), NO_CALL);
         return;
