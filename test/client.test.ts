@@ -39,7 +39,6 @@ function chat(token?: string): ChatClient {
   return client;
 }
 
-
 const registration = (overrides: Record<string, unknown> = {}) => ({
   name: "Client User",
   email: uniqueEmail("client"),
@@ -259,7 +258,11 @@ describe("live events over the WebSocket link", () => {
     // the first event comes through.
     const deadline = Date.now() + 10_000;
     let attempt = 0;
-    while (!live.received.some(({ event }) => event.type === "user.updated" && event.data.user.name.startsWith("Subscriber renamed"))) {
+    while (
+      !live.received.some(
+        ({ event }) => event.type === "user.updated" && event.data.user.name.startsWith("Subscriber renamed"),
+      )
+    ) {
       if (Date.now() > deadline) throw new Error("no user.updated event arrived");
       attempt++;
       const patched = await api.patch("/api/v1/me", { name: `Subscriber renamed ${attempt}` }, { token: me.token });

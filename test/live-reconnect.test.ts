@@ -38,7 +38,8 @@ describe("the typed client after the server drops its connection", () => {
       await live.post(owner, workspace.id, general.id, "during 1");
       await live.post(owner, workspace.id, general.id, "during 2");
       await until(
-        () => ([...ctx.server.app.webSockets.clients].some((socket) => !connections.includes(socket)) ? true : undefined),
+        () =>
+          [...ctx.server.app.webSockets.clients].some((socket) => !connections.includes(socket)) ? true : undefined,
         "the client to reconnect",
       );
       await live.post(owner, workspace.id, general.id, "after");

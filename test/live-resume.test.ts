@@ -122,7 +122,9 @@ describe("resuming from a position the store cannot serve exactly", () => {
     const start = feed.messages()[0]!.id;
     feed.unsubscribe();
 
-    const burst = Array.from({ length: REPLAY_LIMIT }, (_, index) => messageEntry(workspace.id, general.id, `m${index}`));
+    const burst = Array.from({ length: REPLAY_LIMIT }, (_, index) =>
+      messageEntry(workspace.id, general.id, `m${index}`),
+    );
     await writeWithEvents(deps(), async (_tx, emit) => emit(...burst));
     await deps().relay.flush();
 
@@ -170,7 +172,9 @@ describe("resuming from a position the store cannot serve exactly", () => {
     await live.post(owner, workspace.id, general.id, "still kept");
     await deps().relay.flush();
     const pruneThrough = Number(kept.id) + 1;
-    await deps().db.delete(streamEvents).where(lt(streamEvents.position, pruneThrough + 1));
+    await deps()
+      .db.delete(streamEvents)
+      .where(lt(streamEvents.position, pruneThrough + 1));
     const stale = live.onChannel(live.chat(member.token), {
       workspace_id: workspace.id,
       channel_id: general.id,
@@ -212,7 +216,10 @@ describe.runIf(process.env.REDIS_URL)("the Redis subscriber losing its connectio
     await closed;
     try {
       await writeWithEvents(deps(), async (_tx, emit) =>
-        emit(messageEntry(workspace.id, general.id, "while away 1"), messageEntry(workspace.id, general.id, "while away 2")),
+        emit(
+          messageEntry(workspace.id, general.id, "while away 1"),
+          messageEntry(workspace.id, general.id, "while away 2"),
+        ),
       );
       await deps().relay.flush();
       // Published to Redis while nobody here listened.

@@ -38,9 +38,9 @@ describe("events of a private channel", () => {
     const secret = created.body.data as { id: string; slug: string };
     const renamed = `${name}-renamed`;
     const channelPath = `/api/v1/workspaces/${workspace.id}/channels/${secret.id}`;
-    expect(
-      (await ctx.api.post(`${channelPath}/members`, { user_id: insider.id }, { token: owner.token })).status,
-    ).toBe(201);
+    expect((await ctx.api.post(`${channelPath}/members`, { user_id: insider.id }, { token: owner.token })).status).toBe(
+      201,
+    );
     expect((await ctx.api.put(channelPath, { name: renamed }, { token: owner.token })).status).toBe(200);
     await live.post(owner, workspace.id, secret.id, "inside the secret channel");
     expect((await ctx.api.delete(`${channelPath}/members/${insider.id}`, { token: owner.token })).status).toBe(204);

@@ -762,7 +762,6 @@ describe("through the typed client", () => {
     return client;
   }
 
-
   it("posts and reads channel messages, with the same record as REST", async () => {
     const { owner, member, workspace, general } = await team();
     const client = chat(owner.token);

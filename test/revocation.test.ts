@@ -185,9 +185,7 @@ describe("every request over an open socket is authorized with the token's curre
     const history = await ctx.api.get(`/api/v1/workspaces/${workspace.id}/channels/${general.id}/messages`, {
       token: owner.token,
     });
-    expect(history.body.data.map((message: { content: string }) => message.content)).not.toContain(
-      "after revocation",
-    );
+    expect(history.body.data.map((message: { content: string }) => message.content)).not.toContain("after revocation");
   });
 });
 

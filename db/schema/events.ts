@@ -31,7 +31,9 @@ export const streamEvents = pgTable(
   (table) => [
     uniqueIndex("stream_events_position_idx").on(table.position),
     index("stream_events_stream_position_idx").on(table.stream, table.position),
-    index("stream_events_unpositioned_idx").on(table.id).where(sql`${table.position} is null`),
+    index("stream_events_unpositioned_idx")
+      .on(table.id)
+      .where(sql`${table.position} is null`),
   ],
 );
 

@@ -96,7 +96,8 @@ export type InternalEventEntry = {
 
 /** The data of an event to be written, parsed by its type's schema (a wrong shape throws). */
 export function checkedEventData(type: string, data: unknown): Record<string, unknown> {
-  const schema = (eventData as Record<string, z.ZodType>)[type] ?? (internalEventData as Record<string, z.ZodType>)[type];
+  const schema =
+    (eventData as Record<string, z.ZodType>)[type] ?? (internalEventData as Record<string, z.ZodType>)[type];
   if (!schema) throw new Error(`Unknown live event type "${type}"`);
   return schema.parse(data) as Record<string, unknown>;
 }

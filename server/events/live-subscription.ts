@@ -125,8 +125,7 @@ export class LiveSubscription implements AsyncIterable<TrackedEnvelope<StreamEve
   /** The stored events of `topics` after the position, or a resync error when there are too many. */
   private async missed(topics: string[]): Promise<BusEvent[]> {
     const events = await replay(this.options.db, topics, this.position, REPLAY_LIMIT);
-    if (events.length > REPLAY_LIMIT)
-      throw resyncRequired(`More than ${REPLAY_LIMIT} events were missed.`);
+    if (events.length > REPLAY_LIMIT) throw resyncRequired(`More than ${REPLAY_LIMIT} events were missed.`);
     return events;
   }
 

@@ -236,4 +236,3 @@ export function world(getServer: () => { url: string }, getApi: () => RestClient
 export function arrived(feed: Feed, content: string, what = `the message "${content}"`) {
   return until(() => feed.messages().find((message) => message.content === content), what);
 }
-

@@ -55,7 +55,10 @@ export async function visibleChannel(db: Executor, membership: Membership, chann
  * follows the workspace for a public channel; for a private one its members, like the channel
  * itself, and `aboutUserId` (a member joining or leaving, who knew the channel).
  */
-export function channelAudience(channel: Pick<Channel, "id" | "visibility">, aboutUserId?: number): Audience | undefined {
+export function channelAudience(
+  channel: Pick<Channel, "id" | "visibility">,
+  aboutUserId?: number,
+): Audience | undefined {
   if (channel.visibility !== "private") return undefined;
   return aboutUserId === undefined ? { channel_id: channel.id } : { channel_id: channel.id, user_id: aboutUserId };
 }
