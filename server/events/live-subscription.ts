@@ -37,7 +37,7 @@ type Options = {
   viewerId: number;
   signal?: AbortSignal | undefined;
   /** Called for every stored event above the position, live or replayed, before it is delivered. */
-  watch?: (event: StreamEvent, topics: ReadonlySet<string>) => WatchDecision | Promise<WatchDecision>;
+  watch?: (event: StreamEvent, followed: ReadonlyMap<string, unknown>) => WatchDecision | Promise<WatchDecision>;
 };
 
 /**
@@ -57,7 +57,7 @@ export class LiveSubscription implements AsyncIterable<TrackedEnvelope<StreamEve
   private pendingSteps = 0;
   /** Every stored event at or below it was delivered (or was not for this subscriber). */
   private position = 0;
-  private readonly topics = new Set<string>();
+  /** The topics followed, each with the function that stops following it. */
   private readonly unsubscribers = new Map<string, () => void>();
   private readonly cleanups: (() => void)[] = [];
   private readonly listener = (message: unknown) => {
@@ -114,12 +114,12 @@ export class LiveSubscription implements AsyncIterable<TrackedEnvelope<StreamEve
     }
     if (!this.closed) this.sink!.ready?.();
     if (lastEventId !== null && lastEventId !== undefined)
-      this.queue = mergeByPosition(await this.missed([...this.topics]), this.queue);
+      this.queue = mergeByPosition(await this.missed([...this.unsubscribers.keys()]), this.queue);
   }
 
   /** The bus listened again after losing its connection: what was published meanwhile comes from the store. */
   private async catchUp(): Promise<void> {
-    this.queue = mergeByPosition(await this.missed([...this.topics]), this.queue);
+    this.queue = mergeByPosition(await this.missed([...this.unsubscribers.keys()]), this.queue);
   }
 
   /** The stored events of `topics` after the position, or a resync error when there are too many. */
@@ -153,7 +153,7 @@ export class LiveSubscription implements AsyncIterable<TrackedEnvelope<StreamEve
       if (position <= this.position) return;
       this.position = position;
     }
-    const decision = event.id === "" ? undefined : this.options.watch?.(event, this.topics);
+    const decision = event.id === "" ? undefined : this.options.watch?.(event, this.unsubscribers);
     if (decision instanceof Promise) this.run(async () => this.decide(message, await decision));
     else if (Array.isArray(decision)) this.run(() => this.decide(message, decision));
     else void this.decide(message, decision);
@@ -183,7 +183,7 @@ export class LiveSubscription implements AsyncIterable<TrackedEnvelope<StreamEve
    */
   private admits({ audience }: BusEvent): boolean {
     if (!audience) return true;
-    return audience.user_id === this.options.viewerId || this.topics.has(streams.channel(audience.channel_id));
+    return audience.user_id === this.options.viewerId || this.unsubscribers.has(streams.channel(audience.channel_id));
   }
 
   private deliver(event: StreamEvent): void {
@@ -196,7 +196,6 @@ export class LiveSubscription implements AsyncIterable<TrackedEnvelope<StreamEve
       if (!topics.includes(topic)) {
         unsubscribe();
         this.unsubscribers.delete(topic);
-        this.topics.delete(topic);
       }
     }
     const added: string[] = [];
@@ -204,7 +203,6 @@ export class LiveSubscription implements AsyncIterable<TrackedEnvelope<StreamEve
       if (this.closed) break;
       if (!this.unsubscribers.has(topic)) {
         this.unsubscribers.set(topic, await this.options.bus.subscribe(topic, this.listener));
-        this.topics.add(topic);
         added.push(topic);
       }
     }

@@ -158,10 +158,8 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
     const subscriptions = new Map<RequestId, { stop(): void }>();
     let connectionParams: Record<string, string | undefined> | null = null;
     /** Settles once the connection's params are known and its first context made. */
-    let established: Promise<{ ok: true; ctx: Context } | { ok: false; error: TRPCError }> | undefined;
+    let established: Promise<{ ok: true } | { ok: false; error: TRPCError }> | undefined;
     let stopWatching: (() => void) | void = undefined;
-    /** The last context made on this connection, for the error formatter. */
-    let lastCtx: Context | undefined;
 
     // Protocol errors (a bad frame, a frame above maxPayload, invalid UTF-8): `ws` closes the
     // connection itself; without this listener the error would end the process.
@@ -191,16 +189,18 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
       }
       client.send(frame);
     };
+    /** Answers with the error shape; `ctx` is the request's own context when it got that far (none is kept). */
     const respondError = (
       request: { id: RequestId | null; jsonrpc?: "2.0" | undefined },
       cause: unknown,
       call: Call,
+      ctx?: Context,
     ) => {
       const error = getTRPCErrorFromUnknown(cause);
       reportError(error, call.path);
       let shape;
       try {
-        shape = getTRPCErrorShape({ config, error, ctx: lastCtx, ...call });
+        shape = getTRPCErrorShape({ config, error, ctx, ...call });
       } catch (formatError) {
         reportError(getTRPCErrorFromUnknown(formatError), call.path);
         shape = {
@@ -217,9 +217,8 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
       established = (async () => {
         connectionParams = params();
         const ctx = await options.createContext(req, connectionParams);
-        lastCtx = ctx;
         if (client.readyState === OPEN) stopWatching = options.watchConnection?.(ctx, close);
-        return { ok: true as const, ctx };
+        return { ok: true as const };
       })().catch((cause: unknown) => {
         const error = getTRPCErrorFromUnknown(cause);
         respondError({ id: null }, error, NO_CALL);
@@ -278,13 +277,13 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
       const stopped = () => {
         if (subscriptions.delete(id)) respond({ id, jsonrpc, result: { type: "stopped" } });
       };
+      let ctx: Context | undefined;
       try {
         const connection = await established!;
         if (!connection.ok) throw connection.error;
         if (abort.signal.aborted) return stopped();
         // Each request is authorized with the credential's current state, as over HTTP.
-        const ctx = await options.createContext(req, connectionParams);
-        lastCtx = ctx;
+        ctx = await options.createContext(req, connectionParams);
         if (abort.signal.aborted) return stopped();
         const result = await callTRPCProcedure({
           router,
@@ -359,14 +358,14 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
           await iterate(result as AsyncIterable<unknown>, { id, jsonrpc }, abort.signal);
         } catch (cause) {
           // As tRPC's adapter answers a stream that fails while it runs: the error, then "stopped".
-          respondError({ id, jsonrpc }, cause, call);
+          respondError({ id, jsonrpc }, cause, call, ctx);
         }
         stopped();
       } catch (cause) {
         // A subscription stopped during its set-up ends quietly, as with tRPC's own adapter.
         if (type === "subscription" && abort.signal.aborted) return stopped();
         subscriptions.delete(id);
-        respondError({ id, jsonrpc }, cause, call);
+        respondError({ id, jsonrpc }, cause, call, ctx);
       }
     }
 

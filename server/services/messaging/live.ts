@@ -93,7 +93,7 @@ async function userTopics(deps: Deps, userId: number): Promise<string[]> {
  * Membership changes of other people change nothing here.
  */
 function followMemberships(deps: Deps, userId: number) {
-  return (event: StreamEvent, topics: ReadonlySet<string>): WatchDecision | Promise<WatchDecision> => {
+  return (event: StreamEvent, followed: ReadonlyMap<string, unknown>): WatchDecision | Promise<WatchDecision> => {
     switch (event.type) {
       case "workspace.joined":
       case "conversation.created":
@@ -104,7 +104,7 @@ function followMemberships(deps: Deps, userId: number) {
         return event.data.user_id === userId ? userTopics(deps, userId) : undefined;
       case "channel.deleted": {
         const topic = streams.channel(event.data.channel_id);
-        return topics.has(topic) ? [...topics].filter((followed) => followed !== topic) : undefined;
+        return followed.has(topic) ? [...followed.keys()].filter((other) => other !== topic) : undefined;
       }
       default:
         return undefined;
