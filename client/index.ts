@@ -19,7 +19,9 @@ import type { inferRouterInputs, inferRouterOutputs } from "@trpc/server";
 import type { AppRouter } from "../routers/index.ts";
 
 export type { AppRouter };
+/** A live event: a union discriminated by `type`, so `event.data` is typed once `type` is checked. */
 export type { StreamEvent } from "../server/events/streams.ts";
+export type { EventType, LiveEvent } from "../server/events/catalog.ts";
 export type RouterInputs = inferRouterInputs<AppRouter>;
 export type RouterOutputs = inferRouterOutputs<AppRouter>;
 export { TRPCClientError } from "@trpc/client";
