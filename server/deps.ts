@@ -21,7 +21,7 @@ export type Deps = {
   jobs: JobQueue;
   events: EventBus;
   /** Publishes committed events; wake it after a commit that wrote some. */
-  relay: Pick<EventRelay, "wake" | "flush" | "isLeader">;
+  relay: Pick<EventRelay, "wake" | "flush">;
   /** Ends connections and live streams whose credential is revoked. */
   credentials: CredentialWatch;
   throttle: Throttle;

@@ -26,14 +26,14 @@ const RELAY_LOCK_ID = 72_410_032;
 /** Events positioned per statement. */
 const BATCH_SIZE = 500;
 /** How often the publisher looks for events nobody woke it for, and checks it still holds the lock. */
-export const RELAY_POLL_MS = 250;
+const RELAY_POLL_MS = 250;
 /** How often a process that is not the publisher tries to become it. */
 const CONTEND_EVERY_MS = 1_000;
 const PRUNE_EVERY_MS = 60_000;
 /** A new publisher republishes what its predecessor positioned this recently (it may have died before publishing). */
 const TAKEOVER_REPUBLISH_SECONDS = 10;
 /** The bus topic on which other processes wake the publisher. */
-export const RELAY_WAKE_TOPIC = "relay";
+const RELAY_WAKE_TOPIC = "relay";
 
 // $1 the batch size; $2 the publisher's backend pid, so that a connection the driver silently
 // replaced (which no longer holds the lock) positions nothing. Positions are taken in id order.
@@ -53,7 +53,7 @@ returning e.stream, e.position::text as position, e.created_at, e.payload`;
 const RECENTLY_POSITIONED = `
 select stream, position::text as position, created_at, payload from stream_events
 where position is not null and published_at > now() - make_interval(secs => $1)
-order by position`;
+order by position limit 20000`;
 
 const POSITIONED_FROM = `
 select stream, position::text as position, created_at, payload from stream_events
@@ -91,11 +91,6 @@ export class EventRelay {
     this.timers.push(setInterval(() => void this.contend(), CONTEND_EVERY_MS).unref());
     this.timers.push(setInterval(() => void this.poll(), RELAY_POLL_MS).unref());
     this.timers.push(setInterval(() => void this.prune(), PRUNE_EVERY_MS).unref());
-  }
-
-  /** Whether this process publishes (for tests and logs). */
-  get isLeader(): boolean {
-    return this.leading;
   }
 
   /** After a commit that wrote events: the publisher publishes them now, or is told to. */
