@@ -4,7 +4,6 @@
 // must be the same (parsed JSON, deep equality, same order). A tRPC upgrade that changes the
 // wire protocol, or a change to our host that drifts from it, fails here. The last tests check
 // the fence is not vacuous: the real @trpc/client speaks to our host.
-import { randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage } from "node:http";
 import type { AddressInfo } from "node:net";
 import { createTRPCClient, createWSClient, wsLink } from "@trpc/client";
@@ -16,7 +15,7 @@ import { appRouter, type AppRouter } from "../routers/index.ts";
 import { createWsContext } from "../server/context.ts";
 import { MAX_BATCH, MAX_PAYLOAD_BYTES, serveTrpcOverWebSocket } from "../server/http/trpc-websocket.ts";
 import { clientFrames, PING, trpcSocketUrl, type RequestId } from "../server/http/trpc-ws-protocol.ts";
-import { registerUser, type RegisteredUser } from "./helpers/factories.ts";
+import { createWorkspaceWithGeneral, registerUser, type RegisteredUser } from "./helpers/factories.ts";
 import { RawSocket } from "./helpers/raw-socket.ts";
 import { useTestServer } from "./helpers/server.ts";
 import { until } from "./helpers/wait.ts";
@@ -153,20 +152,6 @@ async function replay(
   return { transcript, closeCode };
 }
 
-async function createWorkspace(owner: RegisteredUser) {
-  const created = await ctx.api.post(
-    "/api/v1/workspaces",
-    { name: `Fence ${randomBytes(3).toString("hex")}` },
-    { token: owner.token },
-  );
-  expect(created.status).toBe(201);
-  const workspaceId: string = created.body.data.id;
-  const channels = await ctx.api.get(`/api/v1/workspaces/${workspaceId}/channels`, { token: owner.token });
-  expect(channels.status).toBe(200);
-  const channelId: string = channels.body.data[0].id;
-  return { workspaceId, channelId };
-}
-
 function post(user: RegisteredUser, workspaceId: string, channelId: string, content: string) {
   return ctx.api.post(
     `/api/v1/workspaces/${workspaceId}/channels/${channelId}/messages`,
@@ -180,7 +165,7 @@ function post(user: RegisteredUser, workspaceId: string, channelId: string, cont
  * an "anchor" message posted first): a subscription resuming from there replays exactly them.
  */
 async function channelWithHistory(owner: RegisteredUser, contents: string[]) {
-  const { workspaceId, channelId } = await createWorkspace(owner);
+  const { workspaceId, channelId } = await createWorkspaceWithGeneral(ctx.api, owner);
   const watcher = await RawSocket.signedIn(ctx.server.url, owner.token);
   try {
     watcher.request(1, "subscription", "messages.onChannel", {
@@ -213,7 +198,7 @@ describe("our WebSocket host against @trpc/server's applyWSSHandler", () => {
     const { workspaceId, channelId } = history;
     // A channel the user is not in.
     const stranger = await registerUser(ctx.api);
-    const elsewhere = await createWorkspace(stranger);
+    const elsewhere = await createWorkspaceWithGeneral(ctx.api, stranger);
 
     const text = (frame: string | Buffer) => (session: Session) => session.socket.send(frame);
     const json = (value: unknown) => text(JSON.stringify(value));
@@ -473,7 +458,7 @@ describe("our WebSocket host against @trpc/server's applyWSSHandler", () => {
 describe("the real @trpc/client against our host", () => {
   it("runs a query, a mutation and a subscription over wsLink alone, through the fenced instance", async () => {
     const user = await registerUser(ctx.api);
-    const { workspaceId, channelId } = await createWorkspace(user);
+    const { workspaceId, channelId } = await createWorkspaceWithGeneral(ctx.api, user);
     const wsClient = createWSClient({
       url: `${ourHost.url}/trpc`,
       connectionParams: { token: user.token },
@@ -526,7 +511,7 @@ describe("the real @trpc/client against our host", () => {
 
   it("runs createChatClient's query, mutation and subscription against the server (the subscription on our host)", async () => {
     const user = await registerUser(ctx.api);
-    const { workspaceId, channelId } = await createWorkspace(user);
+    const { workspaceId, channelId } = await createWorkspaceWithGeneral(ctx.api, user);
     const chat = createChatClient({
       url: ctx.server.url,
       token: user.token,

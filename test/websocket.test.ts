@@ -2,10 +2,9 @@
 // frame by frame, as @trpc/client's wsLink speaks it: connection params, queries, errors,
 // subscriptions (started, tracked data frames, stop, duplicate ids), the closing of a
 // subscriber too slow to read, and its resumption from lastEventId with nothing lost.
-import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
 import { MAX_BUFFERED_BYTES, SLOW_GRACE_MS } from "../server/http/trpc-websocket.ts";
-import { registerUser, type RegisteredUser } from "./helpers/factories.ts";
+import { createWorkspaceWithGeneral, registerUser, type RegisteredUser } from "./helpers/factories.ts";
 import { RawSocket } from "./helpers/raw-socket.ts";
 import { useTestServer } from "./helpers/server.ts";
 import { until } from "./helpers/wait.ts";
@@ -31,16 +30,7 @@ async function signedInSocket(user: RegisteredUser): Promise<RawSocket> {
 
 async function channelWithMember() {
   const owner = await registerUser(ctx.api);
-  const created = await ctx.api.post(
-    "/api/v1/workspaces",
-    { name: `Socket ${randomBytes(3).toString("hex")}` },
-    { token: owner.token },
-  );
-  expect(created.status).toBe(201);
-  const workspaceId: string = created.body.data.id;
-  const channels = await ctx.api.get(`/api/v1/workspaces/${workspaceId}/channels`, { token: owner.token });
-  const channelId: string = channels.body.data[0].id;
-  return { owner, workspaceId, channelId };
+  return { owner, ...(await createWorkspaceWithGeneral(ctx.api, owner)) };
 }
 
 function post(user: RegisteredUser, workspaceId: string, channelId: string, content: string) {

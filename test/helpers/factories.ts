@@ -38,3 +38,21 @@ export async function registerUser(
     token: response.body.access_token,
   };
 }
+
+/** A workspace made by `owner` (a unique name), and its #general channel. */
+export async function createWorkspaceWithGeneral(
+  api: RestClient,
+  owner: RegisteredUser,
+): Promise<{ workspaceId: string; channelId: string }> {
+  const created = await api.post(
+    "/api/v1/workspaces",
+    { name: `Team ${randomBytes(3).toString("hex")}` },
+    { token: owner.token },
+  );
+  if (created.status !== 201) throw new Error(`workspace: ${created.status} ${JSON.stringify(created.body)}`);
+  const workspaceId: string = created.body.data.id;
+  const channels = await api.get(`/api/v1/workspaces/${workspaceId}/channels`, { token: owner.token });
+  const general = (channels.body.data as { id: string; slug: string }[]).find((channel) => channel.slug === "general");
+  if (!general) throw new Error("the new workspace has no #general");
+  return { workspaceId, channelId: general.id };
+}
