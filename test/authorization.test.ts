@@ -1189,19 +1189,7 @@ function ok<T = any>(response: ApiResponse<T>, status: number, what: string): T 
 async function upload(token: string | undefined, filename: string, content: string): Promise<ApiResponse> {
   const form = new FormData();
   form.append("file", new Blob([content], { type: "text/plain" }), filename);
-  const response = await fetch(`${ctx.server.url}/api/v1/files`, {
-    method: "POST",
-    headers: { Accept: "application/json", ...(token && { Authorization: `Bearer ${token}` }) },
-    body: form,
-  });
-  const text = await response.text();
-  let body: unknown = text;
-  try {
-    body = text ? JSON.parse(text) : undefined;
-  } catch {
-    // Not JSON: the assertion shows the text.
-  }
-  return { status: response.status, body, headers: response.headers };
+  return ctx.api.post("/api/v1/files", form, { token });
 }
 
 async function uploadFile(user: RegisteredUser, label: string): Promise<FileRef> {

@@ -6,7 +6,13 @@ export type CallOptions = { body?: unknown; token?: string; headers?: Record<str
 export function restClient(baseUrl: string) {
   async function call<T = any>(method: string, path: string, options: CallOptions = {}): Promise<ApiResponse<T>> {
     const headers: Record<string, string> = { Accept: "application/json", ...options.headers };
-    if (options.body !== undefined && !Object.keys(headers).some((name) => name.toLowerCase() === "content-type")) {
+    // A FormData body goes as multipart/form-data, its Content-Type (with the boundary) set by fetch.
+    const isForm = options.body instanceof FormData;
+    if (
+      options.body !== undefined &&
+      !isForm &&
+      !Object.keys(headers).some((name) => name.toLowerCase() === "content-type")
+    ) {
       headers["Content-Type"] = "application/json";
     }
     if (options.token) headers.Authorization = `Bearer ${options.token}`;
@@ -16,7 +22,7 @@ export function restClient(baseUrl: string) {
       body:
         options.body === undefined
           ? undefined
-          : typeof options.body === "string"
+          : typeof options.body === "string" || options.body instanceof FormData
             ? options.body
             : JSON.stringify(options.body),
     });
