@@ -32,10 +32,9 @@ export const eventData = {
 
 export type EventType = keyof typeof eventData;
 export type EventData<T extends EventType> = z.infer<(typeof eventData)[T]>;
-export const EVENT_TYPES = Object.keys(eventData) as EventType[];
 
 /** Where an event belongs: a workspace (and channel), or a conversation. */
-export const eventScope = {
+const eventScope = {
   workspace_id: z.string().optional(),
   channel_id: z.string().optional(),
   conversation_id: z.string().optional(),
@@ -54,7 +53,7 @@ function liveEventOf<T extends EventType>(type: T) {
 }
 
 /** What subscribers receive, discriminated by `type`. */
-export const liveEvent = z.discriminatedUnion("type", [
+const liveEvent = z.discriminatedUnion("type", [
   liveEventOf("message.created"),
   liveEventOf("typing"),
   liveEventOf("user.updated"),
@@ -85,7 +84,7 @@ export type EventEntry = {
 }[EventType];
 
 /** Events the service sends itself on internal streams; no subscription can follow those. */
-export const internalEventData = {
+const internalEventData = {
   /** Some of the user's credentials were revoked: every process re-checks the user's live connections. */
   "session.revoked": z.object({ user_id: z.number().int() }),
 } as const;

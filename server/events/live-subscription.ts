@@ -24,7 +24,7 @@ export type LiveSink = {
 };
 
 /** A resume the store cannot serve exactly: the client reloads what it shows, then subscribes afresh. */
-export function resyncRequired(reason: string): AppError {
+function resyncRequired(reason: string): AppError {
   return new AppError("resync_required", `${reason} Reload, then subscribe again without lastEventId.`);
 }
 

@@ -93,7 +93,7 @@ export async function writeWithEvents<T>(
 }
 
 /** The event subscribers receive, at its position. */
-export function toStreamEvent(position: string, createdAt: Date, payload: EventPayload): StreamEvent {
+function toStreamEvent(position: string, createdAt: Date, payload: EventPayload): StreamEvent {
   return {
     id: position,
     type: payload.type,

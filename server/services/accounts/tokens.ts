@@ -93,7 +93,7 @@ export async function listTokens(db: Executor, userId: number, now: Date): Promi
  * What a revocation tells every server process (in its transaction): connections and live
  * streams opened with one of the user's tokens are checked again, and closed if it is gone.
  */
-export function sessionRevoked(userId: number): InternalEventEntry {
+function sessionRevoked(userId: number): InternalEventEntry {
   return { stream: streams.sessions, type: "session.revoked", data: { user_id: userId } };
 }
 

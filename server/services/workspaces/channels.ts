@@ -55,10 +55,7 @@ export async function visibleChannel(db: Executor, membership: Membership, chann
  * follows the workspace for a public channel; for a private one its members, like the channel
  * itself, and `aboutUserId` (a member joining or leaving, who knew the channel).
  */
-export function channelAudience(
-  channel: Pick<Channel, "id" | "visibility">,
-  aboutUserId?: number,
-): Audience | undefined {
+function channelAudience(channel: Pick<Channel, "id" | "visibility">, aboutUserId?: number): Audience | undefined {
   if (channel.visibility !== "private") return undefined;
   return aboutUserId === undefined ? { channel_id: channel.id } : { channel_id: channel.id, user_id: aboutUserId };
 }

@@ -49,7 +49,7 @@ export async function createInvite(
   return toInviteRecord(invite!, deps.config.appUrl);
 }
 
-export const INVITE_NOT_FOUND = "Invite not found.";
+const INVITE_NOT_FOUND = "Invite not found.";
 
 export async function deleteInvite(deps: Deps, userId: number, workspaceId: string, inviteId: string): Promise<void> {
   // Invites are seen by owners and admins only: to anyone else an invite does not exist.
