@@ -1,3 +1,4 @@
+import { sql } from "drizzle-orm";
 import { index, integer, jsonb, pgTable, text, uniqueIndex } from "drizzle-orm/pg-core";
 import { timestamptz } from "./columns.ts";
 import { users } from "./users.ts";
@@ -30,6 +31,10 @@ export const accessTokens = pgTable(
   (table) => [
     uniqueIndex("access_tokens_token_hash_idx").on(table.tokenHash),
     index("access_tokens_user_id_idx").on(table.userId),
+    // The hourly prune of expired tokens (web sessions): only tokens that expire.
+    index("access_tokens_expires_at_idx")
+      .on(table.expiresAt)
+      .where(sql`${table.expiresAt} is not null`),
   ],
 );
 

@@ -5,4 +5,6 @@ export * from "./social-accounts.ts";
 export * from "./ephemeral-entries.ts";
 export * from "./workspaces.ts";
 export * from "./messages.ts";
+export * from "./file-deletions.ts";
 export * from "./events.ts";
+export * from "./job-outbox.ts";

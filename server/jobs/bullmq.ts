@@ -1,7 +1,8 @@
 // Jobs with Redis: one BullMQ queue per QueueName. Workers (this process unless WORKERS=off,
 // or `npm run worker`) validate the payload before handling it: a bad payload is not retried.
 import { Queue, Worker, UnrecoverableError, type ConnectionOptions } from "bullmq";
-import type { Logger } from "../logger.ts";
+import { oncePer, type Logger } from "../logger.ts";
+import { within } from "../timeout.ts";
 import {
   PermanentJobError,
   QUEUE_NAMES,
@@ -12,6 +13,11 @@ import {
   type QueueName,
 } from "./definition.ts";
 
+/** How long a worker may take to finish its current job at shutdown before it is forced shut. */
+const WORKER_CLOSE_MS = 10_000;
+/** How long a queue (which only adds jobs) may take to close its connection. */
+const QUEUE_CLOSE_MS = 2_000;
+
 function connectionFrom(redisUrl: string): ConnectionOptions {
   // BullMQ workers need blocking commands without a retry limit.
   return { url: redisUrl, maxRetriesPerRequest: null } as ConnectionOptions;
@@ -20,15 +26,22 @@ function connectionFrom(redisUrl: string): ConnectionOptions {
 export class BullMqJobQueue implements JobQueue {
   private readonly queues = new Map<QueueName, Queue>();
 
+  private readonly mayLogError = oncePer();
+
   constructor(
     private readonly redisUrl: string,
     private readonly prefix: string,
+    private readonly logger: Logger,
   ) {}
 
   private queue(name: QueueName): Queue {
     let queue = this.queues.get(name);
     if (!queue) {
       queue = new Queue(name, { connection: connectionFrom(this.redisUrl), prefix: `${this.prefix}:bull` });
+      // Connection errors while Redis is away: one line per 10 s, not a stack trace per retry.
+      queue.on("error", (error) => {
+        if (this.mayLogError()) this.logger.warn({ err: error, queue: name }, "job queue: redis connection error");
+      });
       this.queues.set(name, queue);
     }
     return queue;
@@ -70,7 +83,13 @@ export class BullMqJobQueue implements JobQueue {
   }
 
   async close(): Promise<void> {
-    await Promise.all([...this.queues.values()].map((queue) => queue.close()));
+    await Promise.all(
+      [...this.queues.values()].map(async (queue) => {
+        // A queue whose Redis is away cannot say goodbye (nor wait for one): its connection is dropped.
+        await within(queue.close(), QUEUE_CLOSE_MS, "closing a queue").catch(() => {});
+        void queue.disconnect().catch(() => {});
+      }),
+    );
   }
 }
 
@@ -107,9 +126,23 @@ export function startBullMqWorkers(options: {
         "job failed",
       ),
     );
-    worker.on("error", (error) => options.logger.error({ queue: worker.name, err: error }, "worker error"));
+    // Connection errors while Redis is away: one line per worker per 10 s.
+    const mayLogError = oncePer();
+    worker.on("error", (error) => {
+      if (mayLogError()) options.logger.warn({ queue: worker.name, err: error }, "worker error");
+    });
   }
+  // A worker finishes its current job before it closes; one whose Redis went away (or came back
+  // empty) may never hear back from its blocking read, so it is forced shut after a while.
   return async () => {
-    await Promise.all(workers.map((worker) => worker.close()));
+    await Promise.all(
+      workers.map(async (worker) => {
+        const closed = await within(worker.close(), WORKER_CLOSE_MS, "closing a worker").then(
+          () => true,
+          () => false,
+        );
+        if (!closed) await worker.close(true).catch(() => {});
+      }),
+    );
   };
 }

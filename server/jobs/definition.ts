@@ -36,8 +36,9 @@ export interface JobQueue {
 }
 
 export type JobHandler = (payload: unknown, info: { attempt: number; jobId: string }) => Promise<void>;
+export type JobHandlerEntry = { definition: JobDefinition<unknown>; handle: JobHandler };
 /** Handlers by job name; built by workers/index.ts. */
-export type JobHandlers = Map<string, { definition: JobDefinition<unknown>; handle: JobHandler }>;
+export type JobHandlers = Map<string, JobHandlerEntry>;
 
 /** Thrown by a handler when trying again cannot help (bad payload, record gone). */
 export class PermanentJobError extends Error {

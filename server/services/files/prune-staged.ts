@@ -3,6 +3,7 @@
 import { and, asc, inArray, isNull, lt } from "drizzle-orm";
 import { attachments } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
+import { purgeDeletedFiles } from "./purge-deleted.ts";
 
 export const STAGED_FILE_LIFETIME_MS = 24 * 60 * 60 * 1000;
 const BATCH_SIZE = 500;
@@ -20,8 +21,8 @@ export async function pruneStagedFiles(deps: Deps, now: Date = deps.clock.now())
       .limit(BATCH_SIZE);
     if (batch.length === 0) break;
     // The row goes first, and only while still unclaimed: a message claiming the file this
-    // very moment keeps it. Bytes whose delete fails are then an orphan in storage (logged),
-    // never an attachment without its bytes.
+    // very moment keeps it. Deleting the row queues its bytes for deletion (the trigger behind
+    // purge-deleted.ts), which happens below or, failing that, in a later purge.
     const removed = await deps.db
       .delete(attachments)
       .where(
@@ -33,15 +34,13 @@ export async function pruneStagedFiles(deps: Deps, now: Date = deps.clock.now())
           isNull(attachments.messageId),
         ),
       )
-      .returning({ id: attachments.id, storageKey: attachments.storageKey });
-    for (const { id, storageKey } of removed) {
-      await deps.storage.delete(storageKey).catch((error: unknown) => {
-        deps.logger.warn({ err: error, attachmentId: id, storageKey }, "could not delete a pruned file's bytes");
-      });
-    }
+      .returning({ id: attachments.id });
     pruned += removed.length;
     if (batch.length < BATCH_SIZE) break;
   }
-  if (pruned > 0) deps.logger.info({ pruned }, "pruned unclaimed staged files");
+  if (pruned > 0) {
+    deps.logger.info({ pruned }, "pruned unclaimed staged files");
+    await purgeDeletedFiles(deps);
+  }
   return pruned;
 }

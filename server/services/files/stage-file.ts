@@ -2,9 +2,11 @@
 // its uploader until one of their messages claims it by id (post-message.ts claimAttachments).
 // Unclaimed files are removed after a day (prune-staged.ts).
 import { finished, Transform, type Readable } from "node:stream";
+import { and, eq, isNull } from "drizzle-orm";
 import type { z } from "zod";
 import { attachments } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
+import { purgeDeletedFiles } from "./purge-deleted.ts";
 import { AppError } from "../../errors.ts";
 import { newId, randomSecret } from "../../ids.ts";
 import { toAttachmentRecord, type attachmentRecord } from "../../records/message.ts";
@@ -115,6 +117,20 @@ export async function stageFile(
     );
   // Staged files download from the channel path (by their uploader only, see download.ts).
   return toAttachmentRecord(row, deps.config.appUrl, "channel");
+}
+
+/**
+ * Takes back a file staged for a request that then failed (its form broke off after the file
+ * part): the row, while no message has claimed it, and the bytes.
+ */
+export async function unstageFile(deps: Deps, attachmentId: string): Promise<void> {
+  const removed = await deps.db
+    .delete(attachments)
+    .where(and(eq(attachments.id, attachmentId), isNull(attachments.messageId)))
+    .returning({ id: attachments.id });
+  // The deleted row queued its bytes in file_deletions (a trigger); they go now, before the
+  // answer, through the same purge as every deleted attachment's.
+  if (removed.length > 0) await purgeDeletedFiles(deps);
 }
 
 async function discard(deps: Deps, storageKey: string): Promise<void> {

@@ -1,0 +1,208 @@
+// The job outbox: how every job is enqueued. A change writes its job rows in its own
+// transaction (`enqueueJob`), so a job exists exactly when the change committed: a crash after
+// the commit loses nothing, a rolled-back change leaves no job pointing at nothing. The relay
+// below hands the rows to the queue (BullMQ with Redis, the in-process queue without) under
+// their stable job ids; a row is deleted when its job has run, or failed for good
+// (`settleOutboxJobs` wraps every handler).
+//
+// While Redis is away the rows wait in PostgreSQL and requests never wait on Redis: a hand-over
+// that does not finish within HANDOVER_TIMEOUT_MS is abandoned and tried again later. A row
+// handed over REHAND_AFTER_MS ago and still not done is handed again under the same job id:
+// BullMQ ignores an id it holds (the job is waiting, running or retrying), and runs it if Redis
+// lost it (restarted empty); the in-process queue likewise after a restart. Nothing is lost, and
+// a repeated hand-over doubles nothing.
+//
+// Several processes may run the relay: each claims its rows with FOR UPDATE SKIP LOCKED.
+import { randomUUID } from "node:crypto";
+import { and, eq, inArray, isNull, lt, lte, or, sql } from "drizzle-orm";
+import type { Database, Executor } from "../../db/client.ts";
+import { jobOutbox } from "../../db/schema/index.ts";
+import type { Clock } from "../clock.ts";
+import { oncePer, type Logger } from "../logger.ts";
+import { RunLoop } from "../run-loop.ts";
+import { within } from "../timeout.ts";
+import {
+  PermanentJobError,
+  type EnqueueOptions,
+  type JobDefinition,
+  type JobHandlerEntry,
+  type JobHandlers,
+  type JobQueue,
+} from "./definition.ts";
+
+const BATCH_SIZE = 100;
+/** How often the relay looks for rows nobody woke it for (written by another process, or left by a failure). */
+const POLL_MS = 500;
+/** A hand-over slower than this is abandoned for now: the queue's Redis is away. */
+export const HANDOVER_TIMEOUT_MS = 2_000;
+/** A job handed over this long ago and not done is handed again (a no-op if the queue still holds it). */
+export const REHAND_AFTER_MS = 15_000;
+
+/**
+ * Adds a job inside the caller's transaction; it reaches the queue once committed. Call
+ * `deps.jobOutbox.wake()` after the commit for it to leave at once (the relay polls as well).
+ */
+export async function enqueueJob<Payload>(
+  tx: Executor,
+  now: Date,
+  definition: JobDefinition<Payload>,
+  payload: Payload,
+  options: EnqueueOptions = {},
+): Promise<void> {
+  await tx
+    .insert(jobOutbox)
+    .values({
+      name: definition.name,
+      payload: definition.payload.parse(payload),
+      jobId: options.jobId ?? `job-${randomUUID()}`,
+      runAt: options.delayMs ? new Date(now.getTime() + options.delayMs) : null,
+      createdAt: now,
+    })
+    // A job id that is already waiting is not added twice (as BullMQ does with a known id).
+    .onConflictDoNothing({ target: jobOutbox.jobId });
+}
+
+/**
+ * Every handler, wrapped so that its outbox row goes once the job is done: when it succeeds,
+ * or fails for good (a permanent error, or its last attempt). Until then the row stays, and
+ * the relay hands it over again if the queue lost it.
+ */
+export function settleOutboxJobs(handlers: JobHandlers, db: Database): JobHandlers {
+  const settle = (jobId: string) => db.delete(jobOutbox).where(eq(jobOutbox.jobId, jobId));
+  return new Map(
+    [...handlers].map(([name, { definition, handle }]): [string, JobHandlerEntry] => [
+      name,
+      {
+        definition,
+        handle: async (payload, info) => {
+          try {
+            await handle(payload, info);
+          } catch (error) {
+            if (error instanceof PermanentJobError || info.attempt >= definition.attempts) await settle(info.jobId);
+            throw error;
+          }
+          await settle(info.jobId);
+        },
+      },
+    ]),
+  );
+}
+
+type OutboxDeps = {
+  db: Database;
+  jobs: JobQueue;
+  /** The job definitions by name (the handlers' map, built after the outbox). */
+  definitions: () => JobHandlers;
+  clock: Clock;
+  logger: Logger;
+};
+
+export class JobOutbox {
+  private closed = false;
+  /** Hands over committed rows, one batch at a time, until closed. */
+  private readonly runs = new RunLoop(
+    () => this.runBatch(),
+    () => !this.closed,
+  );
+  private timer: NodeJS.Timeout | undefined;
+  /** At most one warning per 10 s while hand-overs fail. */
+  private readonly mayWarn = oncePer();
+
+  constructor(private readonly deps: OutboxDeps) {}
+
+  start(): void {
+    this.timer = setInterval(() => this.wake(), POLL_MS).unref();
+    this.wake();
+  }
+
+  /** After a commit that wrote job rows: hand them over now. */
+  wake(): void {
+    if (!this.closed) this.runs.request();
+  }
+
+  /** Hands over what is committed now; resolves when done (tests, shutdown). */
+  async flush(): Promise<void> {
+    this.wake();
+    await this.runs.idle();
+  }
+
+  /** One batch; true when it was full and all of it went (more may be waiting). */
+  private async runBatch(): Promise<boolean> {
+    try {
+      const { claimed, failed } = await this.runOnce();
+      return !failed && claimed === BATCH_SIZE;
+    } catch (error) {
+      this.warn(error, "job outbox: could not read the outbox");
+      return false;
+    }
+  }
+
+  /**
+   * One batch, in id order. The rows are claimed first, in one short statement that marks them
+   * handed over (a lease: SKIP LOCKED keeps two processes off the same rows), and handed to the
+   * queue outside any transaction, so a queue that hangs holds no database connection. Rows the
+   * queue did not take are released for the next run; a process that dies holding a lease
+   * leaves rows the rehand rule picks up.
+   */
+  private async runOnce(): Promise<{ claimed: number; failed: boolean }> {
+    const now = this.deps.clock.now();
+    const due = this.deps.db
+      .select({ id: jobOutbox.id })
+      .from(jobOutbox)
+      .where(
+        or(
+          and(isNull(jobOutbox.handedAt), or(isNull(jobOutbox.runAt), lte(jobOutbox.runAt, now))),
+          lt(jobOutbox.handedAt, new Date(now.getTime() - REHAND_AFTER_MS)),
+        ),
+      )
+      .orderBy(jobOutbox.id)
+      .limit(BATCH_SIZE)
+      .for("update", { skipLocked: true });
+    const claimed = await this.deps.db
+      .update(jobOutbox)
+      .set({ handedAt: now })
+      .where(inArray(jobOutbox.id, due))
+      .returning();
+    claimed.sort((a, b) => a.id - b.id);
+    for (const [index, row] of claimed.entries()) {
+      const definition = this.deps.definitions().get(row.name)?.definition;
+      if (!definition) {
+        this.deps.logger.error({ job: row.name, outboxId: row.id }, "job outbox: no such job; dropped");
+        await this.deps.db.delete(jobOutbox).where(eq(jobOutbox.id, row.id));
+        continue;
+      }
+      try {
+        await within(
+          this.deps.jobs.enqueue(definition, row.payload, { jobId: row.jobId }),
+          HANDOVER_TIMEOUT_MS,
+          "the queue taking a job",
+        );
+      } catch (error) {
+        // This row and the ones after it wait for the next run, in order.
+        const untaken = claimed.slice(index).map((rest) => rest.id);
+        await this.deps.db
+          .update(jobOutbox)
+          .set({
+            handedAt: null,
+            attempts: sql`${jobOutbox.attempts} + case when ${jobOutbox.id} = ${row.id} then 1 else 0 end`,
+          })
+          .where(inArray(jobOutbox.id, untaken));
+        this.warn(error, "job outbox: the queue is unreachable; the jobs wait in the outbox");
+        return { claimed: claimed.length, failed: true };
+      }
+    }
+    return { claimed: claimed.length, failed: false };
+  }
+
+  private warn(error: unknown, message: string): void {
+    if (this.mayWarn()) this.deps.logger.warn({ err: error }, message);
+  }
+
+  /** Hands over what is committed, then stops (at shutdown, before the queue and database close). */
+  async close(): Promise<void> {
+    clearInterval(this.timer);
+    await this.flush().catch(() => {});
+    this.closed = true;
+    await this.runs.idle();
+  }
+}

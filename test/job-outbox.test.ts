@@ -1,0 +1,210 @@
+// The job outbox (server/jobs/outbox.ts): a change's jobs are rows written in its transaction;
+// the relay hands them to the queue under stable ids, waits while the queue is unreachable, hands
+// a job again when the queue lost it, and the row goes once the job has run or failed for good.
+// The relay tests use a database of their own (no server's relay competing for its rows) and a
+// test's own JobQueue, so that the queue can refuse, hang and forget on cue; the server-level
+// behaviour (Redis really stopped and restarted empty) is in test/faults/redis-outage.test.ts.
+import { eq, sql } from "drizzle-orm";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { openDatabase, type DatabaseHandle } from "../db/client.ts";
+import { z } from "zod";
+import { jobOutbox } from "../db/schema/index.ts";
+import { ManualClock } from "../server/clock.ts";
+import {
+  defineJob,
+  PermanentJobError,
+  type EnqueueOptions,
+  type JobDefinition,
+  type JobHandlers,
+  type JobQueue,
+} from "../server/jobs/definition.ts";
+import { enqueueJob, JobOutbox, REHAND_AFTER_MS, settleOutboxJobs } from "../server/jobs/outbox.ts";
+import { createLogger } from "../server/logger.ts";
+import { registerUser } from "./helpers/factories.ts";
+import { createDatabase, useTestServer } from "./helpers/server.ts";
+import { until } from "./helpers/wait.ts";
+
+const ctx = useTestServer();
+
+let database: DatabaseHandle;
+let cleanup: () => Promise<void>;
+beforeAll(async () => {
+  const dataDir = await mkdtemp(path.join(tmpdir(), "chat-outbox-"));
+  const created = process.env.DATABASE_URL ? await createDatabase(process.env.DATABASE_URL) : undefined;
+  database = await openDatabase({ databaseUrl: created?.url, dataDir });
+  cleanup = async () => {
+    await database.close();
+    await created?.drop();
+    await rm(dataDir, { recursive: true, force: true });
+  };
+});
+afterAll(() => cleanup?.());
+const db = () => database.db;
+
+const probeJob = defineJob({
+  queue: "maintenance",
+  name: "test.outbox-probe",
+  payload: z.object({ n: z.number().int() }),
+  attempts: 2,
+  backoffMs: 10,
+});
+
+/** A queue that remembers job ids like BullMQ does, and can refuse or hang on cue. */
+class ScriptedQueue implements JobQueue {
+  mode: "take" | "refuse" | "hang" = "take";
+  readonly held = new Map<string, unknown>();
+  readonly handed: string[] = [];
+  async enqueue<Payload>(_definition: JobDefinition<Payload>, payload: Payload, options: EnqueueOptions = {}) {
+    if (this.mode === "refuse") throw new Error("Connection is closed.");
+    if (this.mode === "hang") return new Promise<void>(() => {});
+    this.handed.push(options.jobId!);
+    if (!this.held.has(options.jobId!)) this.held.set(options.jobId!, payload);
+  }
+  async repeat() {}
+  async close() {}
+}
+
+const outboxes: JobOutbox[] = [];
+afterEach(async () => {
+  for (const outbox of outboxes.splice(0)) await outbox.close();
+  await db().delete(jobOutbox).where(eq(jobOutbox.name, probeJob.name));
+});
+
+function outboxWith(queue: JobQueue, clock = new ManualClock()) {
+  const handlers: JobHandlers = new Map([
+    [probeJob.name, { definition: probeJob as JobDefinition<unknown>, handle: async () => {} }],
+  ]);
+  const outbox = new JobOutbox({
+    db: db(),
+    jobs: queue,
+    definitions: () => handlers,
+    clock,
+    logger: createLogger("silent"),
+  });
+  outboxes.push(outbox);
+  return { outbox, clock };
+}
+
+const probeRows = () => db().select().from(jobOutbox).where(eq(jobOutbox.name, probeJob.name)).orderBy(jobOutbox.id);
+
+describe("enqueueJob", () => {
+  it("writes nothing when the change's transaction rolls back", async () => {
+    await db()
+      .transaction(async (tx) => {
+        await enqueueJob(tx, new Date(), probeJob, { n: 1 });
+        throw new Error("the change failed");
+      })
+      .catch(() => {});
+    expect(await probeRows()).toEqual([]);
+  });
+
+  it("refuses a payload that does not match the job's schema, and adds a known job id once", async () => {
+    await expect(enqueueJob(db(), new Date(), probeJob, { n: "one" } as never)).rejects.toThrow();
+    await enqueueJob(db(), new Date(), probeJob, { n: 1 }, { jobId: "probe-once" });
+    await enqueueJob(db(), new Date(), probeJob, { n: 2 }, { jobId: "probe-once" });
+    expect((await probeRows()).map((row) => row.payload)).toEqual([{ n: 1 }]);
+  });
+});
+
+describe("the outbox relay", () => {
+  it("hands jobs over in order under their ids, and keeps the rows until the jobs are done", async () => {
+    const queue = new ScriptedQueue();
+    const { outbox } = outboxWith(queue);
+    for (const n of [1, 2, 3]) await enqueueJob(db(), new Date(), probeJob, { n }, { jobId: `probe-order-${n}` });
+    await outbox.flush();
+    expect(queue.handed).toEqual(["probe-order-1", "probe-order-2", "probe-order-3"]);
+    const rows = await probeRows();
+    expect(rows).toHaveLength(3);
+    expect(rows.every((row) => row.handedAt !== null)).toBe(true);
+  });
+
+  it("while the queue refuses or hangs, the jobs wait; they leave once it takes them", async () => {
+    const queue = new ScriptedQueue();
+    const { outbox } = outboxWith(queue);
+    queue.mode = "refuse";
+    await enqueueJob(db(), new Date(), probeJob, { n: 1 }, { jobId: "probe-wait-1" });
+    await outbox.flush();
+    expect((await probeRows())[0]).toMatchObject({ handedAt: null, attempts: 1 });
+
+    queue.mode = "hang";
+    const started = Date.now();
+    await outbox.flush();
+    // A hang costs one bounded wait, not a stuck relay.
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect((await probeRows())[0]).toMatchObject({ handedAt: null, attempts: 2 });
+
+    queue.mode = "take";
+    await outbox.flush();
+    expect(queue.handed).toEqual(["probe-wait-1"]);
+    expect((await probeRows())[0]!.handedAt).not.toBeNull();
+  });
+
+  it("hands a job again when it is not done a while later: the queue runs it if it lost it, ignores it if not", async () => {
+    const queue = new ScriptedQueue();
+    const { outbox, clock } = outboxWith(queue);
+    await enqueueJob(db(), new Date(), probeJob, { n: 1 }, { jobId: "probe-rehand" });
+    await outbox.flush();
+    expect(queue.handed).toEqual(["probe-rehand"]);
+
+    await outbox.flush();
+    expect(queue.handed).toHaveLength(1); // not yet
+
+    queue.held.clear(); // Redis restarted empty
+    clock.advance(REHAND_AFTER_MS + 1_000);
+    await outbox.flush();
+    expect(queue.handed).toEqual(["probe-rehand", "probe-rehand"]);
+    expect(queue.held.has("probe-rehand")).toBe(true);
+  });
+});
+
+describe("settling", () => {
+  it("deletes the row when the job succeeds, or fails for good; keeps it while retries remain", async () => {
+    const outcomes: (() => Promise<void>)[] = [];
+    const handlers: JobHandlers = new Map([
+      [probeJob.name, { definition: probeJob as JobDefinition<unknown>, handle: () => outcomes.shift()!() }],
+    ]);
+    const settled = settleOutboxJobs(handlers, db()).get(probeJob.name)!;
+    for (const jobId of ["probe-ok", "probe-retry", "probe-last", "probe-permanent"])
+      await enqueueJob(db(), new Date(), probeJob, { n: 1 }, { jobId });
+    const remaining = async () => (await probeRows()).map((row) => row.jobId);
+
+    outcomes.push(async () => {});
+    await settled.handle({ n: 1 }, { attempt: 1, jobId: "probe-ok" });
+    outcomes.push(async () => Promise.reject(new Error("SMTP down")));
+    await expect(settled.handle({ n: 1 }, { attempt: 1, jobId: "probe-retry" })).rejects.toThrow("SMTP down");
+    outcomes.push(async () => Promise.reject(new Error("SMTP down")));
+    await expect(settled.handle({ n: 1 }, { attempt: 2, jobId: "probe-last" })).rejects.toThrow("SMTP down");
+    outcomes.push(async () => Promise.reject(new PermanentJobError("no such user")));
+    await expect(settled.handle({ n: 1 }, { attempt: 1, jobId: "probe-permanent" })).rejects.toThrow("no such user");
+
+    expect(await remaining()).toEqual(["probe-retry"]);
+  });
+});
+
+describe("the mail jobs of a change", () => {
+  it("registration writes its verification job in its own transaction; the row is gone once the mail is sent", async () => {
+    const serverDb = ctx.server.app.deps.db;
+    const user = await registerUser(ctx.api);
+    const jobRows = () =>
+      serverDb
+        .select()
+        .from(jobOutbox)
+        .where(sql`${jobOutbox.name} = 'mail.verify-email' and ${jobOutbox.payload} ->> 'userId' = ${String(user.id)}`);
+    await until(async () => ((await jobRows()).length === 0 ? true : undefined), "the verification job to be done");
+
+    // A registration refused (the e-mail is taken) leaves no job behind.
+    const before = (await serverDb.select({ id: jobOutbox.id }).from(jobOutbox)).length;
+    const again = await ctx.api.post("/api/v1/auth/app/register", {
+      name: "Again",
+      email: user.email,
+      password: user.password,
+      password_confirmation: user.password,
+      device_name: "test",
+    });
+    expect(again.status).toBe(422);
+    expect((await serverDb.select({ id: jobOutbox.id }).from(jobOutbox)).length).toBe(before);
+  });
+});
