@@ -13,7 +13,7 @@ import {
   updateChannel,
 } from "../server/services/workspaces/channels.ts";
 import { authedProcedure, router } from "../server/trpc.ts";
-import { joinPasswordInput, nameInput, slugInput, userIdInput } from "./inputs.ts";
+import { integerPathIdInput, joinPasswordInput, nameInput, slugInput, userIdInput } from "./inputs.ts";
 
 const tags = ["Channels"];
 const inWorkspace = z.object({ workspace_id: z.string() });
@@ -118,8 +118,8 @@ export const channelsRouter = router({
       successStatus: 204,
       openapi: { method: "DELETE", path: "/api/v1/workspaces/{workspace_id}/channels/{id}/members/{user_id}", tags },
     })
-    // A path parameter must be a plain zod primitive; REST path values are coerced to numbers.
-    .input(channelPath.extend({ user_id: z.number().int().positive() }))
+    // A user id that cannot exist is answered as an unknown one: 404.
+    .input(channelPath.extend({ user_id: integerPathIdInput }))
     .output(z.void())
     .mutation(async ({ ctx, input }) => {
       await removeFromChannel(ctx.deps, ctx.auth.user.id, input.workspace_id, input.id, input.user_id);

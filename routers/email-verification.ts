@@ -2,6 +2,7 @@ import { z } from "zod";
 import { messageResponse } from "../server/records/common.ts";
 import { sendVerificationEmail, verifyEmail } from "../server/services/accounts/email-verification.ts";
 import { authedProcedure, publicProcedure, router } from "../server/trpc.ts";
+import { integerPathIdInput } from "./inputs.ts";
 
 const tags = ["E-mail verification"];
 
@@ -18,7 +19,8 @@ export const emailVerificationRouter = router({
     })
     .input(
       z.object({
-        id: z.coerce.number().int(),
+        // An id that cannot be a user's makes the link invalid (404), like any unknown id.
+        id: integerPathIdInput,
         hash: z.string(),
         // Missing signature parts make the link invalid (404), not the request (422).
         expires: z.string().default(""),

@@ -43,5 +43,50 @@ export const slugInput = z
 /** Workspace and channel passwords: 8 to 120 characters. */
 export const joinPasswordInput = z.string().min(8).max(120);
 
+/** The largest value of a PostgreSQL `integer` column: the largest id a user can have. */
+export const MAX_INTEGER_ID = 2_147_483_647;
+
+const DIGITS = /^\d+$/;
+
+/** The id `value` names, when it can be one: a whole number 1..MAX_INTEGER_ID, or its digits. */
+function integerIdOf(value: number | string): number | undefined {
+  const id = typeof value === "number" ? value : DIGITS.test(value) ? Number(value) : Number.NaN;
+  return Number.isInteger(id) && id >= 1 && id <= MAX_INTEGER_ID ? id : undefined;
+}
+
+const integerIdError = (issue: { input?: unknown }) =>
+  issue.input === undefined || issue.input === null
+    ? "The :attribute field is required."
+    : "The :attribute field must be an integer.";
+
+/**
+ * An integer id (a user id) sent in a body or a query: a number or a numeric string, 1 to
+ * 2147483647 (PostgreSQL `integer`). Anything else is a 422 on the field. Every integer id
+ * input uses this, or integerPathIdInput when the id is in the REST path.
+ */
+export const integerIdInput = z
+  .union([z.number(), z.string().regex(DIGITS)], { error: integerIdError })
+  .transform(Number)
+  .pipe(
+    z
+      .number()
+      .min(1)
+      .max(MAX_INTEGER_ID)
+      .refine(Number.isInteger, { message: "The :attribute field must be an integer." }),
+  );
+
+/** No user (no row of any integer key) has id 0: ids start at 1. */
+const NO_SUCH_ID = 0;
+
+/**
+ * An integer id in a REST path (`…/members/{user_id}`, `/auth/email/verify/{id}/…`): one that
+ * cannot exist (out of range, not a number) names nothing, so it is answered as an unknown id
+ * is, 404, and never reaches the database as something it cannot compare. A string-like zod
+ * type, so trpc-to-openapi takes it as a path parameter and does not coerce it.
+ */
+export const integerPathIdInput = z
+  .union([z.number(), z.string()], { error: integerIdError })
+  .transform((value) => integerIdOf(value) ?? NO_SUCH_ID);
+
 /** A user id as a number or a numeric string. */
-export const userIdInput = z.union([z.number().int().positive(), z.string().regex(/^\d+$/).transform(Number)]);
+export const userIdInput = integerIdInput;

@@ -1,6 +1,7 @@
 // Channel messages: history, threads, posting, and the channel's live stream.
 import { z } from "zod";
 import { MESSAGE_TYPES } from "../db/schema/index.ts";
+import { idPattern } from "../server/ids.ts";
 import { dataOf } from "../server/records/common.ts";
 import { messageRecord } from "../server/records/message.ts";
 import { listChannelMessages, postChannelMessage } from "../server/services/messaging/channel-messages.ts";
@@ -19,7 +20,9 @@ export const messagePageOutput = z.object({
 
 export const pageInput = {
   limit: z.number().int().min(1).max(100).optional(),
-  before: z.string().optional(),
+  // A cursor is a message id (a page's `next_cursor`); anything else is a 422, not an
+  // unfiltered first page.
+  before: z.string().regex(idPattern("message"), "The :attribute field must be a message id.").optional(),
 };
 
 /** Laravel's required_without: content is required unless attachments are sent. */

@@ -44,6 +44,11 @@ function encodeRandom(length: number): string {
   return out;
 }
 
+/** What newId(kind) makes, and nothing else: `<prefix>_` and 26 characters of the alphabet. */
+export function idPattern(kind: IdKind): RegExp {
+  return new RegExp(`^${ID_PREFIXES[kind]}_[${ALPHABET}]{26}$`);
+}
+
 export function newId(kind: IdKind, now: number = Date.now()): string {
   return `${ID_PREFIXES[kind]}_${encodeTime(now)}${encodeRandom(16)}`;
 }

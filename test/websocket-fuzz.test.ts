@@ -586,7 +586,8 @@ describe("protocol garbage on a signed-in socket", () => {
       }
 
       // Deeply nested input to procedures that validate it, and to one that takes none (written
-      // by hand: JSON.stringify cannot write 100,000 levels).
+      // by hand: JSON.stringify cannot write 100,000 levels). A frame nested deeper than inputs
+      // may be (server/http/json-limits.ts) is refused before parsing, like malformed JSON.
       const deepArray = "[".repeat(100_000) + "]".repeat(100_000);
       const deepObject = '{"workspace_id":'.repeat(50_000) + '"w"' + "}".repeat(50_000);
       for (const [id, method, path, nested] of [
@@ -598,8 +599,7 @@ describe("protocol garbage on a signed-in socket", () => {
         const frames = await exchange(
           `{"id":"${id}","method":"${method}","params":{"path":"${path}","input":${nested}}}`,
         );
-        expect(frames[0]!.id, id).toBe(id);
-        if (path !== "me.get") expect(frames[0]!.error?.data?.httpStatus, id).toBeGreaterThanOrEqual(400);
+        expect(frames[0], id).toMatchObject({ id: null, error: { data: { code: "PARSE_ERROR" } } });
       }
 
       // A batch of MAX_BATCH is served; one request more and every request is refused.

@@ -5,8 +5,10 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { z } from "zod";
 import { hmacSha256Hex, safeEqual } from "../crypto.ts";
 import type { Deps } from "../deps.ts";
+import { isSafeText } from "../input-text.ts";
 import { AdminCommandError, runAdminCommand } from "../services/accounts/admin-commands.ts";
 import { readRawBody } from "./body.ts";
+import { parseJsonWithinLimits } from "./json-limits.ts";
 import { sendJson } from "./respond.ts";
 
 export const ADMIN_ROUTE = "/internal/admin-command";
@@ -29,8 +31,11 @@ export async function handleAdminCommand(deps: Deps, req: IncomingMessage, res: 
   const fresh = Math.abs(Date.now() / 1000 - timestamp) <= FRESHNESS_SECONDS;
   const valid = fresh && safeEqual(signature, expected);
   if (!valid) return sendJson(res, 401, { message: "Unauthenticated." });
-  const parsed = z.object({ args: z.array(z.string()) }).safeParse(JSON.parse(raw));
+  const parsed = z.object({ args: z.array(z.string()) }).safeParse(parseJsonWithinLimits(raw));
   if (!parsed.success) return sendJson(res, 422, { message: "The body must be {args: string[]}." });
+  if (!parsed.data.args.every(isSafeText)) {
+    return sendJson(res, 422, { message: "The arguments contain characters that are not allowed." });
+  }
   try {
     sendJson(res, 200, { message: await runAdminCommand(deps, parsed.data.args) });
   } catch (error) {

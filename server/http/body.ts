@@ -2,6 +2,7 @@
 // object, plain routes (webhook posting) the raw bytes they sign.
 import type { IncomingMessage } from "node:http";
 import { AppError } from "../errors.ts";
+import { parseJsonWithinLimits } from "./json-limits.ts";
 
 export const MAX_JSON_BODY_BYTES = 1024 * 1024;
 
@@ -12,10 +13,16 @@ export async function readRawBody(req: IncomingMessage, limit: number): Promise<
   if (declared > limit) throw new AppError("payload_too_large", "The request body is too large.");
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > limit) throw new AppError("payload_too_large", "The request body is too large.");
-    chunks.push(chunk as Buffer);
+  try {
+    for await (const chunk of req) {
+      size += (chunk as Buffer).length;
+      if (size > limit) throw new AppError("payload_too_large", "The request body is too large.");
+      chunks.push(chunk as Buffer);
+    }
+  } catch (error) {
+    if (error instanceof AppError) throw error;
+    // The client went away in the middle of its body: the request's fault, not a 500 of ours.
+    throw new AppError("bad_request", "The request body could not be read.");
   }
   return Buffer.concat(chunks);
 }
@@ -26,7 +33,7 @@ function mediaType(req: IncomingMessage): string | undefined {
 
 /**
  * JSON (any charset parameter) or a URL-encoded form; an empty body is an empty object.
- * Malformed JSON is a 400, a body of another type a 415.
+ * Malformed JSON, or JSON nested too deep, is a 400; a body of another type a 415.
  */
 export async function readBody(req: IncomingMessage): Promise<ParsedBody> {
   const raw = await readRawBody(req, MAX_JSON_BODY_BYTES);
@@ -38,12 +45,8 @@ export async function readBody(req: IncomingMessage): Promise<ParsedBody> {
   if (type !== undefined && type !== "application/json" && !type.endsWith("+json")) {
     throw new AppError("unsupported_media_type", "Unsupported Media Type: send application/json.");
   }
-  let value: unknown;
-  try {
-    value = JSON.parse(raw.toString("utf8"));
-  } catch {
-    throw new AppError("bad_request", "Malformed JSON in the request body.");
-  }
+  // Too deep or malformed: 400, before anything parses or walks it (json-limits.ts).
+  const value = parseJsonWithinLimits(raw.toString("utf8"));
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
     throw new AppError("bad_request", "The request body must be a JSON object.");
   }

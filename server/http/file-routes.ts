@@ -8,8 +8,9 @@ import { authorizeCaller } from "../authorize.ts";
 import { createHttpContext } from "../context.ts";
 import type { Deps } from "../deps.ts";
 import { AppError, invalidField } from "../errors.ts";
+import { isSafeText } from "../input-text.ts";
 import { openAttachment, type AttachmentKind } from "../services/files/download.ts";
-import { stageFile, uploadTooLarge } from "../services/files/stage-file.ts";
+import { stageFile, unstageFile, uploadTooLarge } from "../services/files/stage-file.ts";
 import { sendJson } from "./respond.ts";
 
 type PlainRoute = (deps: Deps, req: IncomingMessage, res: ServerResponse) => Promise<void>;
@@ -106,8 +107,14 @@ async function uploadFile(deps: Deps, req: IncomingMessage, res: ServerResponse)
     res.setHeader("Connection", "close");
     throw uploadTooLarge(limit);
   }
+  // A form that did not end well (cut short: "Unexpected end of form", or aborted) is a 400
+  // whatever became of its file: a failed staging discarded its bytes itself, and a file that
+  // was staged before the form broke off is removed again. Nothing of it stays.
+  if (!parsed) {
+    if (outcome && "record" in outcome) await unstageFile(deps, outcome.record.id);
+    throw new AppError("bad_request", "Malformed multipart body.");
+  }
   if (outcome && "error" in outcome) throw outcome.error;
-  if (!parsed) throw new AppError("bad_request", "Malformed multipart body.");
   if (!outcome) throw fileRequired();
   sendJson(res, 201, { data: outcome.record });
 }
@@ -130,12 +137,14 @@ async function downloadAttachment(
   kind: AttachmentKind,
 ): Promise<void> {
   const auth = authorizeCaller(await createHttpContext(deps, req), { write: false });
+  // An id that does not decode, or decodes to text no id holds (NUL), names no attachment: 404.
   let attachmentId: string;
   try {
     attachmentId = decodeURIComponent(encodedId);
   } catch {
     attachmentId = "";
   }
+  if (!isSafeText(attachmentId)) attachmentId = "";
   const download = await openAttachment(deps, auth.user.id, attachmentId, kind);
   res.writeHead(200, {
     "Content-Type": download.attachment.mimeType,

@@ -1,31 +1,105 @@
 // The one HTTP server: routes each request to its door. tRPC at /trpc (HTTP here, WebSocket
 // on upgrade), REST at /api/v1 through trpc-to-openapi, and the few plain routes.
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { TRPCError } from "@trpc/server";
 import { createHTTPHandler } from "@trpc/server/adapters/standalone";
 import type { AppRouter } from "../../routers/index.ts";
 import { createHttpContext, type RequestContext } from "../context.ts";
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import { handleAdminCommand, ADMIN_ROUTE } from "./admin-route.ts";
-import { readBody } from "./body.ts";
+import { MAX_JSON_BODY_BYTES, readBody, readRawBody } from "./body.ts";
 import { trustedOrigins } from "./cookies.ts";
 import { serveDocs } from "./docs.ts";
 import { fileRoute } from "./file-routes.ts";
+import { JSON_TOO_DEEP_MESSAGE, jsonNestsDeeperThan, MAX_JSON_DEPTH } from "./json-limits.ts";
 import { buildOpenApiDocument } from "./openapi.ts";
 import { sendJson } from "./respond.ts";
 import { createRestHandler } from "./rest.ts";
 import { restErrorFromAppError } from "./rest-errors.ts";
+import { appErrorToTRPC, unavailableDependency } from "../trpc-errors.ts";
 
 export type Readiness = () => Promise<{ ok: boolean; checks: Record<string, "ok" | "failing"> }>;
 
+/**
+ * The request target as a URL: origin-form ("/path?query", "//" included: a path, not a host)
+ * or absolute-form; undefined when it is neither (answered 400).
+ */
+function requestUrl(target: string): URL | undefined {
+  try {
+    return target.startsWith("/") ? new URL(`http://localhost${target}`) : new URL(target);
+  } catch {
+    return undefined;
+  }
+}
+
+const isJsonMediaType = (req: IncomingMessage) =>
+  req.headers["content-type"]?.split(";")[0]?.trim().toLowerCase() === "application/json";
+
+/**
+ * The JSON of a tRPC request over HTTP, checked before tRPC parses it: a JSON body is read here
+ * (at most MAX_JSON_BODY_BYTES, else 413) and handed to the adapter as `req.body`, a string the
+ * adapter uses as the body instead of reading the stream again; the body, `?input=` and
+ * `?connectionParams=` may nest at most MAX_JSON_DEPTH deep (a batch's `{"0": …}` not counted).
+ * Too deep is what malformed JSON is there: BAD_REQUEST for the input, PARSE_ERROR for the
+ * connection params. Returns the refusal, if any.
+ */
+async function screenRpcRequest(
+  req: IncomingMessage & { body?: unknown },
+  searchParams: URLSearchParams,
+): Promise<TRPCError | undefined> {
+  const connectionParams = searchParams.get("connectionParams");
+  if (connectionParams !== null && jsonNestsDeeperThan(connectionParams)) {
+    return new TRPCError({ code: "PARSE_ERROR", message: JSON_TOO_DEEP_MESSAGE });
+  }
+  const maxDepth = MAX_JSON_DEPTH + (searchParams.get("batch") === "1" ? 1 : 0);
+  let input = req.method === "GET" ? searchParams.get("input") : null;
+  if (req.method === "POST" && isJsonMediaType(req)) {
+    try {
+      input = (await readRawBody(req, MAX_JSON_BODY_BYTES)).toString("utf8");
+    } catch (error) {
+      if (error instanceof AppError) return appErrorToTRPC(error);
+      throw error;
+    }
+    req.body = input;
+  }
+  if (input !== null && jsonNestsDeeperThan(input, maxDepth)) {
+    return new TRPCError({ code: "BAD_REQUEST", message: JSON_TOO_DEEP_MESSAGE });
+  }
+  return undefined;
+}
+
+/**
+ * The request target without query keys that name Object.prototype members (`valueOf`,
+ * `__proto__`, ...): no endpoint takes them, and the REST adapter's query parsing trips over
+ * them (it finds the inherited member where it expects its own array). Other keys are untouched.
+ */
+function withoutInheritedQueryKeys(url: URL, target: string): string {
+  const keys = [...url.searchParams.keys()];
+  if (!keys.some((key) => key in Object.prototype)) return target;
+  for (const key of keys) if (key in Object.prototype) url.searchParams.delete(key);
+  return url.pathname + url.search;
+}
+
 export function createRequestListener(deps: Deps, router: AppRouter, readiness: Readiness) {
   const rest = createRestHandler(deps, router);
+  /**
+   * tRPC requests refused by screenRpcRequest: createContext throws the refusal, so that tRPC
+   * answers it in its own shape (for every call of a batch).
+   */
+  const rpcRefusals = new WeakMap<IncomingMessage, TRPCError>();
   const rpc = createHTTPHandler({
     router,
     basePath: "/trpc/",
+    // Bodies of other types than JSON (which screenRpcRequest reads) are read by the adapter.
+    maxBodySize: MAX_JSON_BODY_BYTES,
     // Subscriptions over SSE (httpSubscriptionLink) cannot send headers: they pass the token
     // as a connection parameter, like WebSocket clients.
-    createContext: ({ req, info }) => createHttpContext(deps, req, info.connectionParams?.token),
+    createContext: ({ req, info }) => {
+      const refusal = rpcRefusals.get(req);
+      if (refusal) throw refusal;
+      return createHttpContext(deps, req, info.connectionParams?.token);
+    },
     responseMeta: ({ ctx, errors }) => {
       const headers: Record<string, string | string[]> = { ...(ctx as RequestContext | undefined)?.response.headers };
       const retryAfter = errors
@@ -61,7 +135,8 @@ export function createRequestListener(deps: Deps, router: AppRouter, readiness: 
   }
 
   async function route(req: IncomingMessage & { body?: unknown }, res: ServerResponse) {
-    const url = new URL(req.url ?? "/", "http://localhost");
+    const url = requestUrl(req.url ?? "/");
+    if (!url) return sendJson(res, 400, { message: "Bad Request." });
     const pathname = url.pathname;
     if (applyCors(req, res)) return;
 
@@ -76,12 +151,17 @@ export function createRequestListener(deps: Deps, router: AppRouter, readiness: 
       return;
     }
     if (pathname.startsWith("/docs") && (await serveDocs(pathname, res))) return;
-    if (pathname === "/trpc" || pathname.startsWith("/trpc/")) return rpc(req, res);
+    if (pathname === "/trpc" || pathname.startsWith("/trpc/")) {
+      const refusal = await screenRpcRequest(req, url.searchParams);
+      if (refusal) rpcRefusals.set(req, refusal);
+      return rpc(req, res);
+    }
     if (pathname === ADMIN_ROUTE) return handleAdminCommand(deps, req, res);
     // Multipart upload and binary downloads: plain routes, read before any JSON body parsing.
     const attachmentRoute = fileRoute(req.method, pathname);
     if (attachmentRoute) return attachmentRoute(deps, req, res);
     if (pathname.startsWith("/api/v1/")) {
+      req.url = withoutInheritedQueryKeys(url, req.url!);
       if (req.method !== "GET" && req.method !== "HEAD") {
         req.body = (await readBody(req)).value;
         // The adapter parses nothing itself once a body is present; it only checks the type.
@@ -98,8 +178,9 @@ export function createRequestListener(deps: Deps, router: AppRouter, readiness: 
         res.destroy();
         return;
       }
-      if (error instanceof AppError) {
-        const mapped = restErrorFromAppError(error);
+      const appError = error instanceof AppError ? error : unavailableDependency(error);
+      if (appError) {
+        const mapped = restErrorFromAppError(appError);
         return sendJson(res, mapped.status, mapped.body, mapped.headers);
       }
       deps.logger.error({ err: error, url: req.url }, "request failed");

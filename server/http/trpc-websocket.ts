@@ -34,6 +34,7 @@ import { parseTRPCMessage, type TRPCClientOutgoingMessage, type TRPCResponseMess
 import type { WebSocket, WebSocketServer } from "ws";
 import { LiveSubscription } from "../events/live-subscription.ts";
 import type { StreamEvent } from "../events/streams.ts";
+import { JSON_TOO_DEEP_MESSAGE, jsonNestsDeeperThan, MAX_JSON_DEPTH, startsWithJsonArray } from "./json-limits.ts";
 import {
   CLOSE_CODES,
   CONNECTION_PARAMS_QUERY,
@@ -126,6 +127,10 @@ const NO_CALL: Call = { type: "unknown", path: undefined, input: undefined };
 
 /** The connection params message (the first message, with `?connectionParams=1`), checked as tRPC checks it. */
 function connectionParamsOf(text: string): Record<string, string | undefined> | null {
+  // `{"data": {…}}`: the params are one level down.
+  if (jsonNestsDeeperThan(text, MAX_JSON_DEPTH + 1)) {
+    throw new TRPCError({ code: "PARSE_ERROR", message: JSON_TOO_DEEP_MESSAGE });
+  }
   let message: unknown;
   try {
     message = JSON.parse(text);
@@ -410,6 +415,12 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
             throw new TRPCError({ code: "PARSE_ERROR", message: "Malformed TRPCConnectionParamsMessage" });
           return connectionParamsOf(text);
         });
+        return;
+      }
+      // An input may nest MAX_JSON_DEPTH deep, as over HTTP; the request around it (`{"params":
+      // {"input": …}}`) and a batch's array do not count. Deeper is answered as malformed JSON is.
+      if (text !== undefined && jsonNestsDeeperThan(text, MAX_JSON_DEPTH + 2 + (startsWithJsonArray(text) ? 1 : 0))) {
+        respondError({ id: null }, new TRPCError({ code: "PARSE_ERROR", message: JSON_TOO_DEEP_MESSAGE }), NO_CALL);
         return;
       }
       let decoded: unknown;
