@@ -1,6 +1,7 @@
 // Builds the service from a Config: database, Redis, queues, event bus, the HTTP host and the
 // WebSocket server. Used by `npm start`, by `npm run worker` (workers only) and by the tests.
-import { createServer, type Server } from "node:http";
+import { createServer, STATUS_CODES, type Server } from "node:http";
+import type { Duplex } from "node:stream";
 import type { AddressInfo } from "node:net";
 import { WebSocketServer } from "ws";
 import { openDatabase, type DatabaseHandle } from "../db/client.ts";
@@ -17,15 +18,38 @@ import { MAX_PAYLOAD_BYTES, serveTrpcOverWebSocket } from "./http/trpc-websocket
 import { CLOSE_CODES } from "./http/trpc-ws-protocol.ts";
 import { startBullMqWorkers, BullMqJobQueue } from "./jobs/bullmq.ts";
 import type { JobHandlers, JobQueue } from "./jobs/definition.ts";
+import { JobOutbox, settleOutboxJobs } from "./jobs/outbox.ts";
 import { InProcessJobQueue } from "./jobs/in-process.ts";
 import { createLogger, type Logger } from "./logger.ts";
 import { createMailTransport } from "./mail/transport.ts";
-import { createRedis } from "./redis.ts";
+import { createRedis, REDIS_COMMAND_TIMEOUT_MS } from "./redis.ts";
+import { within } from "./timeout.ts";
 import { CredentialWatch } from "./services/accounts/credential-watch.ts";
 import { createSingleUseStore } from "./services/single-use-store.ts";
 import { SocialProviders } from "./services/social/providers.ts";
 import { createThrottle } from "./services/throttle.ts";
 import { createFileStorage } from "./storage/index.ts";
+
+const READINESS_TIMEOUT_MS = 2_000;
+
+/**
+ * A request Node's HTTP parser refuses before any route sees it (a malformed request line or
+ * header, headers over the size limit, a body that ends before its Content-Length): the same
+ * answer Node gives (400, or 431), but with the API's JSON `{message}` body instead of none.
+ */
+function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
+  const response = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+  if (error.code === "ECONNRESET" || !socket.writable || response?.headersSent) {
+    socket.destroy();
+    return;
+  }
+  const status = error.code === "HPE_HEADER_OVERFLOW" ? 431 : 400;
+  const body = JSON.stringify({ message: status === 431 ? "Request Header Fields Too Large." : "Bad Request." });
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
 
 export type AppOptions = { clock?: Clock; logger?: Logger };
 
@@ -36,10 +60,17 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
   const logger = options.logger ?? createLogger(config.logLevel);
   const storage = createFileStorage(config);
   const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
-  const redis = config.redisUrl ? createRedis(config.redisUrl, logger, "commands") : undefined;
+  // Requests never wait on Redis for long: a command (throttle counters, single-use values, the
+  // readiness check) gives up after REDIS_COMMAND_TIMEOUT_MS, and the caller falls back or answers 503.
+  const redis = config.redisUrl
+    ? createRedis(config.redisUrl, logger, "commands", {
+        commandTimeout: REDIS_COMMAND_TIMEOUT_MS,
+        maxRetriesPerRequest: 1,
+      })
+    : undefined;
   let handlers: JobHandlers = new Map();
   const jobs: JobQueue = config.redisUrl
-    ? new BullMqJobQueue(config.redisUrl, config.redisPrefix)
+    ? new BullMqJobQueue(config.redisUrl, config.redisPrefix, logger)
     : new InProcessJobQueue(() => handlers, logger);
   const events = config.redisUrl
     ? new RedisEventBus(config.redisUrl, config.redisPrefix, logger)
@@ -47,12 +78,14 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
   const clock = options.clock ?? systemClock;
   const relay = new EventRelay({ database, events, clock, logger });
   const credentials = new CredentialWatch({ db: database.db, events, clock, logger });
+  const jobOutbox = new JobOutbox({ db: database.db, jobs, definitions: () => handlers, clock, logger });
   const deps: Deps = {
     config,
     db: database.db,
     clock,
     logger,
     jobs,
+    jobOutbox,
     events,
     relay,
     credentials,
@@ -63,8 +96,9 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
     redis,
   };
   const mail = createMailTransport(config, logger);
-  handlers = buildJobHandlers(deps, { mail });
+  handlers = settleOutboxJobs(buildJobHandlers(deps, { mail }), database.db);
   relay.start();
+  jobOutbox.start();
   // Not awaited: start-up must not wait for Redis.
   credentials.start().catch((error: unknown) => logger.warn({ err: error }, "could not watch credentials"));
   return {
@@ -75,6 +109,8 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
       // The relay first: it publishes what is committed while the bus and database are still open.
       await relay.close();
       credentials.close();
+      // The outbox before the queue: it hands over what is committed while the queue is open.
+      await jobOutbox.close();
       await jobs.close();
       mail.close();
       await events.close();
@@ -117,21 +153,21 @@ export async function startApp(config: Config, options: AppOptions = {}): Promis
   // any process running workers upserts. Not awaited: start-up must not wait for Redis.
   if (!config.redisUrl || config.runWorkers) scheduleInBackground(deps);
 
-  const readiness = async () => {
-    const checks: Record<string, "ok" | "failing"> = {};
-    checks.database = await core.database.ping().then(
+  // Each check answers within READINESS_TIMEOUT_MS, so /readyz says what is down rather than hanging.
+  const check = (probe: () => Promise<unknown>) =>
+    within(probe(), READINESS_TIMEOUT_MS, "a readiness check").then(
       () => "ok" as const,
       () => "failing" as const,
     );
-    if (deps.redis)
-      checks.redis = await deps.redis.ping().then(
-        () => "ok" as const,
-        () => "failing" as const,
-      );
-    return { ok: Object.values(checks).every((check) => check === "ok"), checks };
+  const readiness = async () => {
+    const checks: Record<string, "ok" | "failing"> = {};
+    checks.database = await check(() => core.database.ping());
+    if (deps.redis) checks.redis = await check(() => deps.redis!.ping());
+    return { ok: Object.values(checks).every((state) => state === "ok"), checks };
   };
 
   const server = createServer(createRequestListener(deps, appRouter, readiness));
+  server.on("clientError", answerClientError);
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_PAYLOAD_BYTES });
   const wsHandler = serveTrpcOverWebSocket({
     wss,

@@ -7,11 +7,13 @@ import { trustedOrigins } from "./http/cookies.ts";
 
 /**
  * The caller, or 401 without credentials. `write` requests need the "write" ability and
- * reads "read", unless `ability` names another one (or null: any valid token will do).
+ * reads "read", unless `ability` names another one (or null: any valid token will do). A live
+ * subscription (`live`) is a write for the cookie's Origin check (only a page of ours may hold
+ * a stream open with the cookie) but needs only "read": it delivers what queries show.
  */
 export function authorizeCaller(
   ctx: Pick<RequestContext, "auth" | "origin" | "deps">,
-  request: { write: boolean; ability?: Ability | null | undefined },
+  request: { write: boolean; live?: boolean; ability?: Ability | null | undefined },
 ): Auth {
   const auth = ctx.auth;
   if (!auth) throw unauthenticated();
@@ -22,7 +24,7 @@ export function authorizeCaller(
       throw forbidden("Cross-site request refused: the Origin is not trusted.");
     }
   }
-  const ability = request.ability === undefined ? (request.write ? "write" : "read") : request.ability;
+  const ability = request.ability === undefined ? (request.write && !request.live ? "write" : "read") : request.ability;
   if (ability && !tokenCan(auth.token.abilities, ability)) {
     throw forbidden(`This token does not have the "${ability}" ability.`);
   }

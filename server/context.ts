@@ -5,6 +5,7 @@ import { LANGUAGES, type AccessToken, type Language, type User } from "../db/sch
 import type { Deps } from "./deps.ts";
 import { readCookie, SESSION_COOKIE } from "./http/cookies.ts";
 import { resolveToken } from "./services/accounts/tokens.ts";
+import { appErrorToTRPC, unavailableDependency } from "./trpc-errors.ts";
 
 export type Auth = {
   user: User;
@@ -59,8 +60,15 @@ export function clientIp(req: IncomingMessage): string {
 
 async function authenticate(deps: Deps, plaintext: string | undefined, via: Auth["via"]): Promise<Auth | null> {
   if (!plaintext) return null;
-  const resolved = await resolveToken(deps.db, plaintext, deps.clock.now());
-  return resolved ? { ...resolved, via } : null;
+  try {
+    const resolved = await resolveToken(deps.db, plaintext, deps.clock.now());
+    return resolved ? { ...resolved, via } : null;
+  } catch (error) {
+    // Before any procedure runs, so the procedures' error mapping cannot see it: an unreachable
+    // database is a 503 here too.
+    const unavailable = unavailableDependency(error);
+    throw unavailable ? appErrorToTRPC(unavailable) : error;
+  }
 }
 
 function contextFor(deps: Deps, req: IncomingMessage, auth: Auth | null): RequestContext {

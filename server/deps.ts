@@ -6,6 +6,7 @@ import type { Config } from "./config.ts";
 import type { EventBus } from "./events/bus.ts";
 import type { EventRelay } from "./events/relay.ts";
 import type { JobQueue } from "./jobs/definition.ts";
+import type { JobOutbox } from "./jobs/outbox.ts";
 import type { Logger } from "./logger.ts";
 import type { CredentialWatch } from "./services/accounts/credential-watch.ts";
 import type { SingleUseStore } from "./services/single-use-store.ts";
@@ -18,7 +19,10 @@ export type Deps = {
   db: Database;
   clock: Clock;
   logger: Logger;
+  /** The queue itself: recurring schedules, and the outbox's hand-over. Enqueue a change's jobs with `enqueueJob`. */
   jobs: JobQueue;
+  /** Hands committed job rows to the queue; wake it after a commit that wrote some. */
+  jobOutbox: Pick<JobOutbox, "wake" | "flush">;
   events: EventBus;
   /** Publishes committed events; wake it after a commit that wrote some. */
   relay: Pick<EventRelay, "wake" | "flush">;

@@ -1,7 +1,8 @@
-import { Redis } from "ioredis";
-import type { Logger } from "./logger.ts";
+import { Redis, type RedisOptions } from "ioredis";
+import { oncePer, type Logger } from "./logger.ts";
 
-const ERROR_LOG_INTERVAL_MS = 10_000;
+/** The longest a request waits on a Redis command before it falls back or answers 503. */
+export const REDIS_COMMAND_TIMEOUT_MS = 1_000;
 
 /**
  * An ioredis client whose connection errors go to our logger, at most one line per 10 s per
@@ -11,19 +12,24 @@ export function createRedis(
   url: string,
   logger: Logger,
   name: string,
-  options: { maxRetriesPerRequest?: number | null; enableAutoPipelining?: boolean } = {},
+  options: Pick<
+    RedisOptions,
+    | "maxRetriesPerRequest"
+    | "enableAutoPipelining"
+    | "enableOfflineQueue"
+    | "autoResendUnfulfilledCommands"
+    | "commandTimeout"
+  > = {},
 ): Redis {
   const client = new Redis(url, {
-    maxRetriesPerRequest: options.maxRetriesPerRequest ?? 3,
+    maxRetriesPerRequest: 3,
+    enableAutoPipelining: false,
+    ...options,
     connectionName: name,
-    enableAutoPipelining: options.enableAutoPipelining ?? false,
   });
-  let lastLogged = 0;
+  const mayLog = oncePer();
   client.on("error", (error: Error) => {
-    const now = Date.now();
-    if (now - lastLogged < ERROR_LOG_INTERVAL_MS) return;
-    lastLogged = now;
-    logger.warn({ err: error, redis: name }, "redis connection error");
+    if (mayLog()) logger.warn({ err: error, redis: name }, "redis connection error");
   });
   return client;
 }

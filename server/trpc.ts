@@ -7,12 +7,13 @@ import { authorizeCaller } from "./authorize.ts";
 import type { RequestContext } from "./context.ts";
 import { unauthenticated } from "./errors.ts";
 import { LiveSubscription } from "./events/live-subscription.ts";
-import { appErrorOf, appErrorToTRPC } from "./trpc-errors.ts";
+import { findUnsafeText, unsafeTextError } from "./input-text.ts";
+import { appErrorOf, appErrorToTRPC, SERVER_ERROR_MESSAGE, unavailableDependency } from "./trpc-errors.ts";
 
 export type ProcedureMeta = OpenApiMeta<{
   /**
-   * The token ability the procedure needs: by default "read" for queries and "write" for
-   * mutations and subscriptions; null when any valid token will do (logout, for instance).
+   * The token ability the procedure needs: by default "read" for queries and subscriptions and
+   * "write" for mutations; null when any valid token will do (logout, for instance).
    */
   ability?: Ability | null;
   /** The REST status on success (the contract: create 201, delete 204, others 200). */
@@ -24,12 +25,17 @@ const t = initTRPC
   .meta<ProcedureMeta>()
   .create({
     isDev: false,
+    // Every door (HTTP, WebSocket, SSE) formats errors here: a failure that is not the client's
+    // keeps its SQL, parameters and stack to the log (server/logger.ts) and says only "Server Error".
     errorFormatter({ shape, error }) {
       const appError = appErrorOf(error);
+      const internal = !appError && error.code === "INTERNAL_SERVER_ERROR";
+      const { stack: _stack, ...data } = shape.data as typeof shape.data & { stack?: string };
       return {
         ...shape,
+        message: internal ? SERVER_ERROR_MESSAGE : shape.message,
         data: {
-          ...shape.data,
+          ...data,
           /** Field errors of a 422, keyed like the REST body's `errors`. */
           errors: appError?.errors ?? null,
           retryAfter: appError?.retryAfterSeconds ?? null,
@@ -40,11 +46,14 @@ const t = initTRPC
 
 export const router = t.router;
 
-/** Domain errors and zod input errors become typed tRPC errors with the right code. */
+/**
+ * Domain errors and zod input errors become typed tRPC errors with the right code; an
+ * unreachable Redis or database a 503.
+ */
 const mapErrors = t.middleware(async ({ next }) => {
   const result = await next();
   if (!result.ok) {
-    const appError = appErrorOf(result.error);
+    const appError = appErrorOf(result.error) ?? unavailableDependency(result.error.cause);
     if (appError) throw appErrorToTRPC(appError);
   }
   return result;
@@ -54,7 +63,11 @@ const SAFE_TYPES = new Set(["query"]);
 
 const requireAuth = t.middleware(async ({ ctx, meta, type, next }) => {
   // Subscriptions count as writes: only queries are safe from a cross-site page.
-  const auth = authorizeCaller(ctx, { write: !SAFE_TYPES.has(type), ability: meta?.ability });
+  const auth = authorizeCaller(ctx, {
+    write: !SAFE_TYPES.has(type),
+    live: type === "subscription",
+    ability: meta?.ability,
+  });
   const result = await next({ ctx: { ...ctx, auth } });
   // A live stream, over WebSocket or SSE, lasts only as long as the credential that opened it.
   if (result.ok && result.data instanceof LiveSubscription) {
@@ -69,8 +82,23 @@ const requireAuth = t.middleware(async ({ ctx, meta, type, next }) => {
   return result;
 });
 
-export const publicProcedure = t.procedure.use(mapErrors);
-export const authedProcedure = publicProcedure.use(requireAuth);
+/**
+ * Every string of the raw input (values and object keys, however deep) must be text the
+ * database can hold: no NUL, no lone surrogate (server/input-text.ts). Checked once here for
+ * every procedure and every door, before the procedure's own input parser runs; a refusal is
+ * a 422 on the field, like any other validation error.
+ */
+const refuseUnsafeText = t.middleware(async ({ getRawInput, next }) => {
+  const unsafe = findUnsafeText(await getRawInput());
+  if (unsafe.length > 0) throw appErrorToTRPC(unsafeTextError(unsafe));
+  return next();
+});
+
+const base = t.procedure.use(mapErrors);
+// The text check comes after authentication, as input validation does: a caller without a
+// valid token learns 401 first.
+export const publicProcedure = base.use(refuseUnsafeText);
+export const authedProcedure = base.use(requireAuth).use(refuseUnsafeText);
 
 /** Each procedure's path and meta (for the REST statuses and the OpenAPI document). */
 export function procedureMetas(appRouter: { _def: { procedures: object } }): { path: string; meta: ProcedureMeta }[] {

@@ -4,16 +4,20 @@ import { EventEmitter } from "node:events";
 import type { Redis } from "ioredis";
 import type { Logger } from "../logger.ts";
 import { createRedis } from "../redis.ts";
+import { within } from "../timeout.ts";
 
 export type Listener = (message: unknown) => void;
+
+/** The longest a subscription waits for Redis to confirm it. */
+const SUBSCRIBE_WAIT_MS = 1_000;
 
 export interface EventBus {
   publish(topic: string, message: unknown): Promise<void>;
   /** Resolves once messages published from now on reach the listener; returns a function that removes it. */
   subscribe(topic: string, listener: Listener): Promise<() => void>;
   /**
-   * Called after the bus lost its connection and listens again: messages published meanwhile
-   * never arrived, so whoever depends on them catches up from the store.
+   * Called after the bus (re)connected and listens: messages published while it was away never
+   * arrived, so whoever depends on them catches up from the store.
    */
   onResubscribed(listener: () => void): () => void;
   close(): Promise<void>;
@@ -49,30 +53,41 @@ export class RedisEventBus implements EventBus {
   /** Each topic's SUBSCRIBE, so that a second listener also waits until Redis has confirmed it. */
   private readonly subscribed = new Map<string, Promise<unknown>>();
   private readonly resubscribedListeners = new Set<() => void>();
+  /** Topics asked for while the subscriber was not connected. */
+  private readonly waitingTopics = new Set<string>();
 
   constructor(
     redisUrl: string,
     private readonly prefix: string,
     logger: Logger,
   ) {
-    // Publishes made in the same tick (a busy server) leave in one write.
-    this.publisher = createRedis(redisUrl, logger, "events-publisher", { enableAutoPipelining: true });
+    // Publishes made in the same tick (a busy server) leave in one write. While Redis is away a
+    // publish fails at once instead of queueing (the relay republishes from the store, in order),
+    // and a command caught by a dropped connection is not resent behind later ones.
+    this.publisher = createRedis(redisUrl, logger, "events-publisher", {
+      enableAutoPipelining: true,
+      enableOfflineQueue: false,
+      autoResendUnfulfilledCommands: false,
+      // A Redis that hangs (rather than drops) the connection must not hold the relay up either.
+      commandTimeout: 2_000,
+    });
     // A subscriber connection only listens: no per-command retry limit applies to it.
     this.subscriber = createRedis(redisUrl, logger, "events-subscriber", { maxRetriesPerRequest: null });
-    // ioredis resubscribes by itself after a reconnect; the PING is answered only once Redis has
-    // processed those SUBSCRIBEs, so catching up after it cannot fall between the two.
-    let connectedBefore = false;
+    // On every (re)connection: SUBSCRIBE the topics that were asked for while it was down (ioredis
+    // resubscribes the others by itself), then PING, which Redis answers only once it has processed
+    // those SUBSCRIBEs; only then do listeners catch up from the store, so that nothing published
+    // between the catch-up and the subscription can fall between them.
     this.subscriber.on("ready", () => {
-      if (!connectedBefore) {
-        connectedBefore = true;
-        return;
-      }
-      this.subscriber.ping().then(
-        () => {
-          for (const listener of this.resubscribedListeners) listener();
-        },
-        (error: unknown) => logger.warn({ err: error }, "event bus: could not confirm the resubscription"),
-      );
+      const waiting = [...this.waitingTopics];
+      this.waitingTopics.clear();
+      Promise.all(waiting.map((topic) => this.subscriber.subscribe(this.channelPrefix + topic)))
+        .then(() => this.subscriber.ping())
+        .then(
+          () => {
+            for (const listener of this.resubscribedListeners) listener();
+          },
+          (error: unknown) => logger.warn({ err: error }, "event bus: could not confirm the resubscription"),
+        );
     });
     this.subscriber.on("message", (channel: string, raw: string) => {
       const topic = channel.slice(this.channelPrefix.length);
@@ -96,10 +111,13 @@ export class RedisEventBus implements EventBus {
     if (!set) {
       set = new Set();
       this.listeners.set(topic, set);
-      this.subscribed.set(
-        topic,
-        this.whenReady().then(() => this.subscriber.subscribe(this.channelPrefix + topic)),
-      );
+      if (this.subscriber.status === "ready") {
+        this.subscribed.set(topic, this.subscriber.subscribe(this.channelPrefix + topic));
+      } else {
+        // Redis is away (or still connecting): a SUBSCRIBE written now would break the handshake.
+        // The ready handler subscribes it, then tells the listeners to catch up from the store.
+        this.waitingTopics.add(topic);
+      }
     }
     set.add(listener);
     const unsubscribe = () => {
@@ -107,25 +125,15 @@ export class RedisEventBus implements EventBus {
       if (!current?.delete(listener) || current.size > 0) return;
       this.listeners.delete(topic);
       this.subscribed.delete(topic);
-      void this.subscriber.unsubscribe(this.channelPrefix + topic).catch(() => {});
+      this.waitingTopics.delete(topic);
+      if (this.subscriber.status === "ready")
+        void this.subscriber.unsubscribe(this.channelPrefix + topic).catch(() => {});
     };
-    try {
-      await this.subscribed.get(topic);
-    } catch (error) {
-      unsubscribe();
-      throw error;
-    }
+    // Never wait on Redis for long: a subscription not confirmed in time is completed by the
+    // reconnection (the ready handler above), whose catch-up delivers what was published meanwhile.
+    const confirmed = this.subscribed.get(topic);
+    if (confirmed) await within(confirmed, SUBSCRIBE_WAIT_MS, "Redis SUBSCRIBE").catch(() => {});
     return unsubscribe;
-  }
-
-  /**
-   * ioredis writes a SUBSCRIBE at once to a connection still in its handshake, which then fails
-   * its own ready check ("only subscriber commands may be used") and drops the connection: a
-   * subscription made while the process starts (or reconnects) waits until the connection is ready.
-   */
-  private whenReady(): Promise<void> {
-    if (this.subscriber.status === "ready") return Promise.resolve();
-    return new Promise((resolve) => this.subscriber.once("ready", () => resolve()));
   }
 
   onResubscribed(listener: () => void): () => void {

@@ -17,7 +17,8 @@ import type { DbSession, DatabaseHandle } from "../../db/client.ts";
 import { streamEvents } from "../../db/schema/index.ts";
 import { and, lt, sql } from "drizzle-orm";
 import type { Clock } from "../clock.ts";
-import type { Logger } from "../logger.ts";
+import { oncePer, type Logger } from "../logger.ts";
+import { RunLoop } from "../run-loop.ts";
 import type { EventBus } from "./bus.ts";
 import { EVENT_RETENTION_MS, toBusEvent, type BusEvent } from "./streams.ts";
 
@@ -74,12 +75,16 @@ export class EventRelay {
   private leaderPid: number | null = null;
   private leading = false;
   private closed = false;
-  /** A run was asked for since the current one started. */
-  private pending = false;
-  private loop: Promise<void> | undefined;
+  /** Positions and publishes committed events, one batch at a time, while this process leads. */
+  private readonly runs = new RunLoop(
+    () => this.runBatch(),
+    () => this.leading,
+  );
   private wakePublished = false;
   /** A publish failed: republish from this position on the next run. */
   private republishFrom: number | undefined;
+  /** At most one warning per 10 s while publishing fails. */
+  private readonly mayWarnOfPublish = oncePer();
   private readonly timers: NodeJS.Timeout[] = [];
   private unsubscribeWake: (() => void) | undefined;
 
@@ -96,7 +101,7 @@ export class EventRelay {
   /** After a commit that wrote events: the publisher publishes them now, or is told to. */
   wake(): void {
     if (this.closed) return;
-    if (this.leading) return this.schedule();
+    if (this.leading) return this.runs.request();
     if (this.wakePublished) return;
     this.wakePublished = true;
     setImmediate(() => {
@@ -110,46 +115,38 @@ export class EventRelay {
   /** Positions and publishes what is committed now (the publisher only). Resolves when done. */
   async flush(): Promise<void> {
     if (!this.leading) return;
-    this.schedule();
-    while (this.loop) await this.loop;
+    this.runs.request();
+    await this.runs.idle();
   }
 
-  /** One run at a time; commits made in the same turn of the event loop share its batch. */
-  private schedule(): void {
-    this.pending = true;
-    if (this.loop) return;
-    this.loop = new Promise<void>((resolve) => setImmediate(resolve))
-      .then(() => this.drain())
-      .finally(() => {
-        this.loop = undefined;
-        if (this.pending && this.leading) this.schedule();
-      });
-  }
-
-  private async drain(): Promise<void> {
-    while (this.pending && this.leading) {
-      this.pending = false;
-      try {
-        if ((await this.runOnce()) === BATCH_SIZE) this.pending = true;
-      } catch (error) {
-        this.deps.logger.warn({ err: error }, "event relay: positioning failed");
-        await this.stepDownIfLost();
-        return;
-      }
+  /** One batch; true when it was full (more may be waiting). A failure may mean the role was lost. */
+  private async runBatch(): Promise<boolean> {
+    try {
+      return (await this.runOnce()) === BATCH_SIZE;
+    } catch (error) {
+      this.deps.logger.warn({ err: error }, "event relay: positioning failed");
+      await this.stepDownIfLost();
+      return false;
     }
   }
 
   private async runOnce(): Promise<number> {
     const session = this.session;
     if (!session || !this.leading) return 0;
-    if (this.republishFrom !== undefined) {
-      const from = this.republishFrom;
+    // What failed to publish (Redis was away) goes first, in position order, and nothing newer is
+    // positioned or published until it has gone: a subscriber never sees an event before an older
+    // one, so none is skipped by a client that resumes from the newest position it holds.
+    while (this.republishFrom !== undefined) {
+      const rows = await session.query<PositionedRow>(POSITIONED_FROM, [this.republishFrom, BATCH_SIZE]);
       this.republishFrom = undefined;
-      await this.publish(await session.query<PositionedRow>(POSITIONED_FROM, [from, BATCH_SIZE * 4]));
+      await this.publish(rows);
+      if (this.republishFrom !== undefined) return 0; // still failing: the next poll tries again
+      if (rows.length < BATCH_SIZE) break;
+      this.republishFrom = Number(rows.at(-1)!.position) + 1;
     }
     const rows = await session.query<PositionedRow>(POSITION_BATCH, [BATCH_SIZE, this.leaderPid]);
     await this.publish(rows);
-    return rows.length;
+    return this.republishFrom === undefined ? rows.length : 0;
   }
 
   /** Publishes in position order; the bus keeps the order of one publisher's messages. */
@@ -172,10 +169,12 @@ export class EventRelay {
     if (failed !== -1) {
       const from = Number(events[failed]!.busEvent.event.id);
       this.republishFrom = Math.min(this.republishFrom ?? from, from);
-      this.deps.logger.warn(
-        { err: (results[failed] as PromiseRejectedResult).reason },
-        "event relay: publish failed, will retry",
-      );
+      if (this.mayWarnOfPublish()) {
+        this.deps.logger.warn(
+          { err: (results[failed] as PromiseRejectedResult).reason, from },
+          "event relay: publish failed; events wait in the store and go out in order once the bus is back",
+        );
+      }
     }
   }
 
@@ -194,11 +193,11 @@ export class EventRelay {
       }
       if (this.closed) return;
       this.leading = true;
-      this.unsubscribeWake = await this.deps.events.subscribe(RELAY_WAKE_TOPIC, () => this.schedule());
+      this.unsubscribeWake = await this.deps.events.subscribe(RELAY_WAKE_TOPIC, () => this.runs.request());
       this.deps.logger.debug("event relay: this process publishes live events");
       // The previous publisher may have positioned events and died before publishing them.
       await this.publish(await this.session.query<PositionedRow>(RECENTLY_POSITIONED, [TAKEOVER_REPUBLISH_SECONDS]));
-      this.schedule();
+      this.runs.request();
     } catch (error) {
       this.deps.logger.warn({ err: error }, "event relay: could not contend for the publisher role");
       await this.stepDown();
@@ -207,7 +206,7 @@ export class EventRelay {
 
   private async poll(): Promise<void> {
     if (!this.leading || this.closed) return;
-    if (!(await this.stepDownIfLost())) this.schedule();
+    if (!(await this.stepDownIfLost())) this.runs.request();
   }
 
   /** True when this process no longer holds the lock (its connection was lost or replaced). */

@@ -2,6 +2,8 @@
 // in Redis when it is configured (SET PX + GETDEL), in the database otherwise
 // (DELETE … RETURNING). Either way, of two requests taking the same key, one gets it.
 // The expiry is also checked against the service clock, so tests can move time.
+// While Redis is away a command gives up within a second (the commands client's timeout,
+// server/app.ts) and the request answers 503 (server/trpc-errors.ts): the values live nowhere else.
 import { and, eq, gt, lt } from "drizzle-orm";
 import type { Redis } from "ioredis";
 import type { Database } from "../../db/client.ts";

@@ -1,8 +1,20 @@
 // Request throttling (contract, "Throttling (429)") with rate-limiter-flexible: counters live
 // in Redis when it is configured, so every server process shares them; in memory otherwise.
+// When Redis is down (or slower than REDIS_THROTTLE_TIMEOUT_MS), each process counts in memory
+// instead (the insurance limiter): a throttled endpoint keeps answering as usual, with limits
+// per process until Redis is back, rather than failing or waiting for Redis.
 import type { Redis } from "ioredis";
-import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from "rate-limiter-flexible";
+import {
+  RateLimiterMemory,
+  RateLimiterRedis,
+  RateLimiterRes,
+  RLWrapperTimeouts,
+  type RateLimiterAbstract,
+} from "rate-limiter-flexible";
 import { throttled } from "../errors.ts";
+
+/** How long a throttle check waits for Redis before counting in memory instead. */
+export const REDIS_THROTTLE_TIMEOUT_MS = 500;
 
 export const THROTTLE_RULES = {
   /** 5 sign-in tries a minute per e-mail + IP. */
@@ -13,6 +25,12 @@ export const THROTTLE_RULES = {
   passwordReset: { points: 3, durationSeconds: 60 },
   /** 30 public invite previews a minute per IP. */
   invitePreview: { points: 30, durationSeconds: 60 },
+  /** 5 tries of a workspace's password a minute per user + workspace. */
+  workspacePassword: { points: 5, durationSeconds: 60 },
+  /** 5 tries of a channel's password a minute per user + channel. */
+  channelPassword: { points: 5, durationSeconds: 60 },
+  /** 5 tries of the current password (password change) a minute per user. */
+  changePassword: { points: 5, durationSeconds: 60 },
 } as const;
 
 export type ThrottleBucket = keyof typeof THROTTLE_RULES;
@@ -27,6 +45,8 @@ export interface Throttle {
 
 export function createThrottle(options: { redis: Redis | undefined; prefix: string }): Throttle {
   const limiters = new Map<ThrottleBucket, RateLimiterAbstract>();
+  /** With Redis: each bucket's in-memory stand-in while Redis is away. */
+  const insurances = new Map<ThrottleBucket, RateLimiterMemory>();
   for (const [bucket, rule] of Object.entries(THROTTLE_RULES) as [
     ThrottleBucket,
     (typeof THROTTLE_RULES)[ThrottleBucket],
@@ -36,12 +56,23 @@ export function createThrottle(options: { redis: Redis | undefined; prefix: stri
       points: rule.points,
       duration: rule.durationSeconds,
     };
+    if (!options.redis) {
+      limiters.set(bucket, new RateLimiterMemory(common));
+      continue;
+    }
+    const insuranceLimiter = new RateLimiterMemory(common);
+    insurances.set(bucket, insuranceLimiter);
+    // rejectIfRedisNotReady: while ioredis is reconnecting, fail at once (to the insurance)
+    // instead of queueing the command until Redis answers or the client gives up; the timeout
+    // covers a Redis that is connected but does not answer.
+    const redisLimiter = new RateLimiterRedis({ ...common, storeClient: options.redis, rejectIfRedisNotReady: true });
     limiters.set(
       bucket,
-      options.redis ? new RateLimiterRedis({ ...common, storeClient: options.redis }) : new RateLimiterMemory(common),
+      new RLWrapperTimeouts({ limiter: redisLimiter, timeoutMs: REDIS_THROTTLE_TIMEOUT_MS, insuranceLimiter }),
     );
   }
   const limiterFor = (bucket: ThrottleBucket) => limiters.get(bucket)!;
+  const { redis } = options;
 
   return {
     async hit(bucket, key) {
@@ -55,7 +86,10 @@ export function createThrottle(options: { redis: Redis | undefined; prefix: stri
       }
     },
     async reset(bucket, key) {
-      await limiterFor(bucket).delete(key);
+      // rejectIfRedisNotReady does not cover deletes: while Redis is away, clear the in-memory
+      // count only, rather than wait REDIS_THROTTLE_TIMEOUT_MS for Redis first.
+      if (redis && redis.status !== "ready") await insurances.get(bucket)!.delete(key);
+      else await limiterFor(bucket).delete(key);
     },
   };
 }

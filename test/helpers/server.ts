@@ -35,7 +35,7 @@ function freePort(): Promise<number> {
   });
 }
 
-async function createDatabase(adminUrl: string): Promise<{ url: string; drop(): Promise<void> }> {
+export async function createDatabase(adminUrl: string): Promise<{ url: string; drop(): Promise<void> }> {
   const name = `chat_test_${randomBytes(6).toString("hex")}`;
   const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
   await admin.unsafe(`create database ${name}`);

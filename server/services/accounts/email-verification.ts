@@ -7,6 +7,8 @@ import { users, type User } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
 import { notFound } from "../../errors.ts";
 import { mailJobs } from "../../mail/jobs.ts";
+import { enqueueJob } from "../../jobs/outbox.ts";
+import type { Executor } from "../../../db/client.ts";
 import { hmacSha256Hex, safeEqual } from "../../crypto.ts";
 
 export const VERIFICATION_LINK_LIFETIME_MS = 60 * 60 * 1000;
@@ -22,8 +24,14 @@ export function verificationLink(deps: Pick<Deps, "config" | "clock">, user: Use
   return `${deps.config.appUrl}${unsigned}&signature=${sign(deps.config.appKey, unsigned)}`;
 }
 
+/** Queues the verification mail in `tx`: the registration's transaction, or the database on its own. */
+export async function queueVerificationEmail(tx: Executor, now: Date, user: Pick<User, "id">): Promise<void> {
+  await enqueueJob(tx, now, mailJobs.verifyEmail, { userId: user.id });
+}
+
 export async function sendVerificationEmail(deps: Deps, user: User): Promise<void> {
-  await deps.jobs.enqueue(mailJobs.verifyEmail, { userId: user.id });
+  await queueVerificationEmail(deps.db, deps.clock.now(), user);
+  deps.jobOutbox.wake();
 }
 
 /** Marks the e-mail verified; 404 for a tampered, expired or mismatched link. */

@@ -9,6 +9,7 @@ import type { Deps } from "../../deps.ts";
 import { invalidField } from "../../errors.ts";
 import { newId } from "../../ids.ts";
 import { mailJobs } from "../../mail/jobs.ts";
+import { enqueueJob } from "../../jobs/outbox.ts";
 import { accountInactive, normaliseEmail, recordSignIn } from "./sign-in.ts";
 
 export const OTP_LIFETIME_MS = 10 * 60 * 1000;
@@ -31,12 +32,15 @@ export async function requestOtp(deps: Deps, input: { email: string; language: L
     expiresAt: new Date(now.getTime() + OTP_LIFETIME_MS),
     createdAt: now,
   };
-  await deps.db.insert(oneTimeCodes).values(values).onConflictDoUpdate({ target: oneTimeCodes.email, set: values });
-  await deps.jobs.enqueue(mailJobs.otpCode, {
-    codeId: id,
-    sealedCode: seal(deps.config.appKey, code),
-    language: input.language ?? null,
+  await deps.db.transaction(async (tx) => {
+    await tx.insert(oneTimeCodes).values(values).onConflictDoUpdate({ target: oneTimeCodes.email, set: values });
+    await enqueueJob(tx, now, mailJobs.otpCode, {
+      codeId: id,
+      sealedCode: seal(deps.config.appKey, code),
+      language: input.language ?? null,
+    });
   });
+  deps.jobOutbox.wake();
 }
 
 export async function verifyOtp(deps: Deps, input: { email: string; code: string; deviceName?: string | undefined }) {

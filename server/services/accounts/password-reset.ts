@@ -9,6 +9,7 @@ import { invalidField } from "../../errors.ts";
 import { writeWithEvents } from "../../events/streams.ts";
 import { newId } from "../../ids.ts";
 import { mailJobs } from "../../mail/jobs.ts";
+import { enqueueJob } from "../../jobs/outbox.ts";
 import { hashPassword } from "./passwords.ts";
 import { normaliseEmail } from "./sign-in.ts";
 import { revokeUserTokens } from "./tokens.ts";
@@ -33,15 +34,18 @@ export async function requestPasswordReset(deps: Deps, input: { email: string })
     expiresAt: new Date(now.getTime() + RESET_TOKEN_LIFETIME_MS),
     createdAt: now,
   };
-  await deps.db
-    .insert(passwordResetTokens)
-    .values(values)
-    .onConflictDoUpdate({ target: passwordResetTokens.email, set: values });
-  await deps.jobs.enqueue(mailJobs.passwordReset, {
-    resetId: values.id,
-    userId: user.id,
-    sealedToken: seal(deps.config.appKey, token),
+  await deps.db.transaction(async (tx) => {
+    await tx
+      .insert(passwordResetTokens)
+      .values(values)
+      .onConflictDoUpdate({ target: passwordResetTokens.email, set: values });
+    await enqueueJob(tx, now, mailJobs.passwordReset, {
+      resetId: values.id,
+      userId: user.id,
+      sealedToken: seal(deps.config.appKey, token),
+    });
   });
+  deps.jobOutbox.wake();
 }
 
 export async function resetPassword(

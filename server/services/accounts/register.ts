@@ -3,7 +3,7 @@ import type { Deps } from "../../deps.ts";
 import { invalidField } from "../../errors.ts";
 import { hashPassword } from "./passwords.ts";
 import { normaliseEmail, recordSignIn } from "./sign-in.ts";
-import { sendVerificationEmail } from "./email-verification.ts";
+import { queueVerificationEmail } from "./email-verification.ts";
 
 export const EMAIL_TAKEN = "The email has already been taken.";
 
@@ -34,9 +34,10 @@ export async function registerUser(
       .onConflictDoNothing({ target: users.email })
       .returning();
     if (!user) throw invalidField("email", EMAIL_TAKEN);
+    // In the same transaction: the mail job exists exactly when the account does.
+    await queueVerificationEmail(tx, now, user);
     return recordSignIn(tx, user, { kind: "sign_in", deviceName: input.deviceName, now });
   });
-  // After commit: the mail job must never point at a user that was rolled back.
-  await sendVerificationEmail(deps, signedIn.user);
+  deps.jobOutbox.wake();
   return signedIn;
 }

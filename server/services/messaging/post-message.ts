@@ -1,10 +1,9 @@
 // The only way a message is created: by a user (REST or RPC), and later by an inbound webhook
-// or in a temporary room. The message and its events are written together (one statement for
-// a plain message, a transaction when it also claims attachments or counts a reply on its
-// parent); after commit the relay is woken to position and publish the events.
+// or in a temporary room. One path for every kind of message: the message, what it changes
+// (its parent's reply count, its attachments, its conversation) and its events are written in
+// one transaction; after commit the relay is woken to position and publish the events.
 import { and, eq, inArray, isNull, or, sql } from "drizzle-orm";
-import type { Database, Transaction } from "../../../db/client.ts";
-import { runPrepared } from "../../../db/prepared.ts";
+import type { Transaction } from "../../../db/client.ts";
 import {
   attachments,
   channelMembers,
@@ -18,7 +17,7 @@ import {
 } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
 import { invalidField } from "../../errors.ts";
-import { eventPayload, recordEvents, streams, type EventEntry } from "../../events/streams.ts";
+import { streams, writeWithEvents, type EventEntry } from "../../events/streams.ts";
 import { newId } from "../../ids.ts";
 import { toMessageRecord, type MessageRecord } from "../../records/message.ts";
 
@@ -80,8 +79,8 @@ async function checkParent(tx: Transaction, target: MessageTarget, parentId: str
 /**
  * Writes the message and publishes its event. Returns null, writing nothing, when a user
  * author may not post to the target (not a member of the channel and its workspace, or not a
- * participant of the conversation): the caller knows which error to give. The check is part
- * of the write, so a member removed meanwhile cannot slip a message in.
+ * participant of the conversation): the caller knows which error to give. The check locks the
+ * membership it found until the commit, so a member removed meanwhile cannot slip a message in.
  */
 export async function postMessage(deps: Deps, input: PostMessageInput): Promise<MessageRecord | null> {
   const now = deps.clock.now();
@@ -107,17 +106,10 @@ export async function postMessage(deps: Deps, input: PostMessageInput): Promise<
   };
   const attachmentIds = input.attachmentIds ?? [];
 
-  // Most messages are text: the message, its event and the conversation's last message are
-  // then one prepared statement, atomic on its own, with no transaction around it.
-  if (!message.parentMessageId && attachmentIds.length === 0) {
-    const record = toMessageRecord(message, authorUser, [], deps.config.appUrl);
-    if (!(await insertMessage(deps.db, message, messageCreated(input.target, record)))) return null;
-    deps.relay.wake();
-    return record;
-  }
-
-  // A reply counts itself on its parent, and attachments are claimed once the message exists.
-  const written = await deps.db.transaction(async (tx) => {
+  // One transaction, whatever the message: the author's right to post, the parent's reply count,
+  // the message, its attachments, the conversation's last message and the events (and, as they
+  // come, the jobs that follow a message) commit together or not at all.
+  return writeWithEvents(deps, async (tx, emit) => {
     if (authorUserId !== null && !(await userMayPost(tx, authorUserId, input.target))) return null;
     if (message.parentMessageId) await checkParent(tx, input.target, message.parentMessageId);
     await tx.insert(messages).values(message);
@@ -129,15 +121,15 @@ export async function postMessage(deps: Deps, input: PostMessageInput): Promise<
         .where(eq(conversations.id, message.conversationId));
     }
     const record = toMessageRecord(message, authorUser, claimed, deps.config.appUrl);
-    await recordEvents(tx, now, [messageCreated(input.target, record)]);
+    emit(messageCreated(input.target, record));
     return record;
   });
-  if (!written) return null;
-  deps.relay.wake();
-  return written;
 }
 
-/** A member of the channel and its workspace, or a participant of the conversation. */
+/**
+ * A member of the channel and its workspace, or a participant of the conversation; the rows that
+ * say so are locked until the caller's transaction ends, so a removal waits for it.
+ */
 async function userMayPost(tx: Transaction, userId: number, target: MessageTarget): Promise<boolean> {
   const rows =
     target.kind === "channel"
@@ -150,6 +142,7 @@ async function userMayPost(tx: Transaction, userId: number, target: MessageTarge
           )
           .innerJoin(channelMembers, and(eq(channelMembers.channelId, channels.id), eq(channelMembers.userId, userId)))
           .where(and(eq(channels.id, target.channelId), eq(channels.workspaceId, target.workspaceId)))
+          .for("share")
       : await tx
           .select({ id: conversations.id })
           .from(conversations)
@@ -158,61 +151,11 @@ async function userMayPost(tx: Transaction, userId: number, target: MessageTarge
               eq(conversations.id, target.conversationId),
               or(eq(conversations.userAId, userId), eq(conversations.userBId, userId)),
             ),
-          );
+          )
+          // The lock the update of its last message takes anyway: two posts to one conversation
+          // queue here rather than deadlock on upgrading two shared locks.
+          .for("no key update");
   return rows.length > 0;
-}
-
-// $5 is the author's user id (null for a bot): a user posts only as a member of the channel and
-// its workspace ($2, $3) or as a participant of the conversation ($4).
-const INSERT_MESSAGE = `
-with allowed as (
-  select 1 where $5::integer is null
-    or exists (
-      select 1 from channels c
-      join workspace_members wm on wm.workspace_id = c.workspace_id and wm.user_id = $5::integer
-      join channel_members cm on cm.channel_id = c.id and cm.user_id = $5::integer
-      where c.id = $3 and c.workspace_id = $2)
-    or exists (
-      select 1 from conversations v
-      where v.id = $4 and (v.user_a_id = $5::integer or v.user_b_id = $5::integer))
-),
-inserted_message as (
-  insert into messages (id, workspace_id, channel_id, conversation_id, author_user_id, author_webhook_id,
-    author_name, author_avatar_url, content, type, skip_translation, created_at, updated_at)
-  select $1, $2, $3, $4, $5::integer, $6, $7, $8, $9, $10, $11::boolean, $12::timestamptz, $12::timestamptz
-  from allowed
-  returning id
-),
-touched_conversation as (
-  update conversations set last_message_id = $1, updated_at = $12::timestamptz
-  where id = $4 and exists (select 1 from inserted_message)
-)
-insert into stream_events (stream, payload, created_at)
-select $13, $14::jsonb, $12::timestamptz from inserted_message
-returning id::text as id`;
-
-/**
- * One statement: the author's right to post, the message, (for a direct message) the
- * conversation's last message, and the event. False when the author may not post there.
- */
-async function insertMessage(db: Database, message: Message, event: EventEntry): Promise<boolean> {
-  const [row] = await runPrepared<{ id: string }>(db, INSERT_MESSAGE, [
-    message.id,
-    message.workspaceId,
-    message.channelId,
-    message.conversationId,
-    message.authorUserId,
-    message.authorWebhookId,
-    message.authorName,
-    message.authorAvatarUrl,
-    message.content,
-    message.type,
-    message.skipTranslation,
-    message.createdAt.toISOString(),
-    event.stream,
-    JSON.stringify(eventPayload(event)),
-  ]);
-  return row !== undefined;
 }
 
 /** The message.created event on its channel's or conversation's stream. */

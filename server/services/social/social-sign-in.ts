@@ -104,15 +104,51 @@ export async function signInWithSocial(
 ): Promise<{ user: User; plaintext: string }> {
   const { provider, profile } = await profileFromCallback(deps, providerName, input, variant, null);
   const now = deps.clock.now();
-  return deps.db.transaction(async (tx) => {
-    const user = await userForProfile(tx, provider.name, profile, now);
-    if (!user.isActive) throw accountInactive();
-    return recordSignIn(tx, user, {
-      kind: variant === "web" ? "session" : "sign_in",
-      deviceName: input.deviceName,
-      now,
-    });
-  });
+  // Two first sign-ins of one identity at once (a double tap, two devices) both find no
+  // account and both create one: the unique indexes on users.email and on the provider
+  // account let one commit and fail the other, which then runs again and finds the winner's
+  // account, so both sign in to one account.
+  return retryingRaces(() =>
+    deps.db.transaction(async (tx) => {
+      const user = await userForProfile(tx, provider.name, profile, now);
+      if (!user.isActive) throw accountInactive();
+      return recordSignIn(tx, user, {
+        kind: variant === "web" ? "session" : "sign_in",
+        deviceName: input.deviceName,
+        now,
+      });
+    }),
+  );
+}
+
+const RACE_ATTEMPTS = 3;
+
+/**
+ * Runs a transaction again when it lost a race: on a unique index (the other one committed
+ * the same row first; the next run sees it) or a deadlock (PostgreSQL ended this one so the
+ * other could go on: one creating the link while another signs in through it). Only the
+ * transaction is repeated, never the provider's code exchange (codes are single use).
+ */
+async function retryingRaces<T>(transaction: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await transaction();
+    } catch (error) {
+      if (attempt >= RACE_ATTEMPTS || !lostARace(error)) throw error;
+    }
+  }
+}
+
+/** unique_violation, serialization_failure, deadlock_detected. */
+const RACE_CODES = new Set(["23505", "40001", "40P01"]);
+
+function lostARace(error: unknown): boolean {
+  for (let current = error, depth = 0; current instanceof Error && depth < 5; depth++) {
+    const code = (current as { code?: unknown }).code;
+    if (typeof code === "string" && RACE_CODES.has(code)) return true;
+    current = current.cause;
+  }
+  return false;
 }
 
 async function userForProfile(tx: Transaction, provider: string, profile: SocialProfile, now: Date): Promise<User> {
@@ -140,10 +176,12 @@ async function userForProfile(tx: Transaction, provider: string, profile: Social
       );
     }
     const [otherOfProvider] = await tx
-      .select({ id: socialAccounts.id })
+      .select({ id: socialAccounts.id, providerUserId: socialAccounts.providerUserId })
       .from(socialAccounts)
       .where(and(eq(socialAccounts.userId, existing.id), eq(socialAccounts.provider, provider)))
       .limit(1);
+    // This very provider account, linked by a simultaneous sign-in since the first lookup.
+    if (otherOfProvider?.providerUserId === profile.subject) return existing;
     if (otherOfProvider)
       throw invalidField("provider", `This account is already linked to another ${provider} account.`);
     [user] = existing.emailVerifiedAt

@@ -18,6 +18,7 @@ import { writeWithEvents } from "../../events/streams.ts";
 import { newId } from "../../ids.ts";
 import { toChannelMemberRecord, toChannelRecord } from "../../records/workspace.ts";
 import { hashPassword } from "../accounts/passwords.ts";
+import { purgeDeletedFilesSoon } from "../files/purge-deleted.ts";
 import { canManage, requireManager, requireManagerRole, requireMember, type Membership } from "./access.ts";
 import { workspaceEvent } from "./events.ts";
 import { checkJoinPassword, insertWithSlug, SLUG_TAKEN } from "./workspaces.ts";
@@ -184,9 +185,12 @@ export async function deleteChannel(deps: Deps, userId: number, workspaceId: str
   requireManagerRole(membership);
   if (channel.isGeneral) throw unprocessable("The general channel cannot be deleted.");
   await writeWithEvents(deps, async (tx, emit) => {
+    // The cascade takes the channel's messages and their attachments; the attachments' files
+    // are queued for deletion in this transaction (file_deletions) and deleted after it.
     await tx.delete(channels).where(eq(channels.id, channel.id));
     emit(workspaceEvent(workspaceId, "channel.deleted", { channel_id: channel.id }, channelAudience(channel)));
   });
+  purgeDeletedFilesSoon(deps);
 }
 
 /** Joins a public channel (its password when it has one); a private one only by being added. */
@@ -199,7 +203,10 @@ export async function joinChannel(
 ) {
   const { channel } = await requireVisibleChannel(deps.db, workspaceId, userId, channelId);
   if (!(await isMemberOf(deps.db, channel.id, userId))) {
-    await checkJoinPassword(channel.passwordHash, password);
+    await checkJoinPassword(deps, channel.passwordHash, password, {
+      bucket: "channelPassword",
+      key: `${userId}|${channel.id}`,
+    });
     await addChannelMember(deps, workspaceId, channel, userId);
   }
   return toChannelRecord(channel);

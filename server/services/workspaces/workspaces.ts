@@ -17,6 +17,7 @@ import { invalidField, notFound } from "../../errors.ts";
 import { newId } from "../../ids.ts";
 import { toMemberRecord, toWorkspaceRecord } from "../../records/workspace.ts";
 import { hashPassword, verifyPassword } from "../accounts/passwords.ts";
+import type { ThrottleBucket } from "../throttle.ts";
 import { memberCount, requireMember, WORKSPACE_NOT_FOUND } from "./access.ts";
 import type { EventEntry } from "../../events/catalog.ts";
 import { streams, writeWithEvents } from "../../events/streams.ts";
@@ -195,14 +196,28 @@ export async function joinWorkspace(deps: Deps, userId: number, workspaceId: str
   if (existing[0]) return workspaceRecordFor(deps.db, workspace, existing[0].role);
   // A private workspace is joined by invite only, and is invisible to non-members.
   if (workspace.visibility !== "public") throw notFound(WORKSPACE_NOT_FOUND);
-  await checkJoinPassword(workspace.passwordHash, password);
+  await checkJoinPassword(deps, workspace.passwordHash, password, {
+    bucket: "workspacePassword",
+    key: `${userId}|${workspace.id}`,
+  });
   const result = await joinAsMember(deps, workspace, userId);
   return workspaceRecordFor(deps.db, workspace, result.role);
 }
 
-/** A workspace's or channel's password, required to join without an invite (422 key password). */
-export async function checkJoinPassword(passwordHash: string | null, password: string | undefined): Promise<void> {
+/**
+ * A workspace's or channel's password, required to join without an invite (422 key password).
+ * Tries are throttled per user and workspace or channel, as sign-in is: every try counts, a
+ * right password clears the count; past the limit, 429 with Retry-After before any check.
+ */
+export async function checkJoinPassword(
+  deps: Deps,
+  passwordHash: string | null,
+  password: string | undefined,
+  throttle: { bucket: Extract<ThrottleBucket, "workspacePassword" | "channelPassword">; key: string },
+): Promise<void> {
   if (!passwordHash) return;
+  await deps.throttle.hit(throttle.bucket, throttle.key);
   if (!password) throw invalidField("password", "The password field is required.");
   if (!(await verifyPassword(passwordHash, password))) throw invalidField("password", "The password is incorrect.");
+  await deps.throttle.reset(throttle.bucket, throttle.key);
 }
