@@ -1,8 +1,10 @@
-import { defineConfig } from "vitest/config";
+import { configDefaults, defineConfig } from "vitest/config";
 
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
+    // The slow fault tests run on their own: `npm run test:faults` (vitest.faults.config.ts).
+    exclude: [...configDefaults.exclude, "test/faults/**"],
     // Each file starts its own server on a random port against its own fresh database.
     pool: "forks",
     fileParallelism: true,
