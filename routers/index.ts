@@ -3,6 +3,7 @@
 import { router } from "../server/trpc.ts";
 import { authRouter } from "./auth.ts";
 import { channelsRouter } from "./channels.ts";
+import { devicesRouter } from "./devices.ts";
 import { directRouter } from "./direct.ts";
 import { invitesRouter } from "./invites.ts";
 import { membersRouter } from "./members.ts";
@@ -25,6 +26,7 @@ export const appRouter = router({
   passwordReset: passwordResetRouter,
   social: socialRouter,
   tokens: tokensRouter,
+  devices: devicesRouter,
   workspaces: workspacesRouter,
   channels: channelsRouter,
   members: membersRouter,

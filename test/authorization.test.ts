@@ -70,13 +70,15 @@ const IN_PUBLIC_CHANNEL: readonly Caller[] = ["owner"];
 const IN_CONVERSATION: readonly Caller[] = ["owner", "member"];
 const IN_OTHER_CONVERSATION: readonly Caller[] = ["other", "member"];
 const TOKEN_OWNER: Caller = "member";
+const DEVICE_OWNER: Caller = "member";
 const UPLOADER: Caller = "member";
 
 const inWorkspace = (caller: Caller) => ROLE[caller] !== null;
 const manages = (caller: Caller) => ROLE[caller] === "owner" || ROLE[caller] === "admin";
 
 /** Which id of a call's input names the record at this level. */
-type Level = "workspace" | "channel" | "member" | "invite" | "conversation" | "token" | "attachment" | "message";
+type Level =
+  "workspace" | "channel" | "member" | "invite" | "conversation" | "token" | "device" | "attachment" | "message";
 /** A record on a call's path, and who may see it. */
 type Link = {
   level: Level;
@@ -107,6 +109,7 @@ const R = {
     visibleTo: (caller) => IN_OTHER_CONVERSATION.includes(caller),
   },
   token: { level: "token", what: "a personal access token", visibleTo: (caller) => caller === TOKEN_OWNER },
+  device: { level: "device", what: "a push device", visibleTo: (caller) => caller === DEVICE_OWNER },
   channelFile: {
     level: "attachment",
     what: "a file in the private channel",
@@ -338,6 +341,30 @@ const WALK: Walk = {
         return { ids: { token: token.id }, secrets: { token: [token.name] } };
       },
       input: (t) => ({ id: idOf(t, "token") }),
+    },
+  ],
+
+  // ---- push devices ----
+  "devices.register": [
+    { input: () => ({ platform: "ios", provider: "apns", push_token: `walk-${hex(16)}`, device_name: "Walk phone" }) },
+  ],
+  "devices.delete": [
+    {
+      chain: [R.device],
+      target: async () => {
+        const name = `walk-device-${hex()}`;
+        const body = ok(
+          await ctx.api.post(
+            "/api/v1/devices",
+            { platform: "android", provider: "fcm", push_token: `walk-${hex(16)}`, device_name: name },
+            { token: w.users[DEVICE_OWNER].token },
+          ),
+          201,
+          "device register",
+        );
+        return { ids: { device: body.data.id as string }, secrets: { device: [name] } };
+      },
+      input: (t) => ({ id: idOf(t, "device") }),
     },
   ],
 
@@ -846,6 +873,7 @@ function ghostOf(target: Target, level: Level): Target {
     invite: "inv",
     conversation: "dm",
     token: "tok",
+    device: "dev",
     attachment: "att",
     message: "msg",
   };

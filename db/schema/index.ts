@@ -8,3 +8,4 @@ export * from "./messages.ts";
 export * from "./file-deletions.ts";
 export * from "./events.ts";
 export * from "./job-outbox.ts";
+export * from "./push-devices.ts";
