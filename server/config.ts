@@ -54,6 +54,7 @@ const envSchema = z.object({
   PUSH_APNS_KEY_ID: optionalString,
   PUSH_APNS_TEAM_ID: optionalString,
   PUSH_APNS_TOPIC: optionalString,
+  PUSH_APNS_CA: optionalString,
   WEBHOOK_QUOTA_PER_HOUR: positiveInt(1000),
   OUTBOUND_ALLOW_PRIVATE: flag(false),
   STORAGE_DRIVER: z.enum(["local", "s3"]).default("local"),
@@ -124,6 +125,8 @@ export type Config = {
     apnsKeyId: string | undefined;
     apnsTeamId: string | undefined;
     apnsTopic: string | undefined;
+    /** A PEM file of certificate authorities trusted for PUSH_APNS_URL besides the system's. */
+    apnsCa: string | undefined;
   };
   webhookQuotaPerHour: number;
   outboundAllowPrivate: boolean;
@@ -228,6 +231,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       apnsKeyId: e.PUSH_APNS_KEY_ID,
       apnsTeamId: e.PUSH_APNS_TEAM_ID,
       apnsTopic: e.PUSH_APNS_TOPIC,
+      apnsCa: e.PUSH_APNS_CA,
     },
     webhookQuotaPerHour: e.WEBHOOK_QUOTA_PER_HOUR,
     outboundAllowPrivate: e.OUTBOUND_ALLOW_PRIVATE,
