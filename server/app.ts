@@ -27,6 +27,7 @@ import { within } from "./timeout.ts";
 import { CredentialWatch } from "./services/accounts/credential-watch.ts";
 import { createSingleUseStore } from "./services/single-use-store.ts";
 import { SocialProviders } from "./services/social/providers.ts";
+import { createPushProviders } from "./services/push/providers/index.ts";
 import { createThrottle } from "./services/throttle.ts";
 import { createFileStorage } from "./storage/index.ts";
 
@@ -53,12 +54,22 @@ function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
 
 export type AppOptions = { clock?: Clock; logger?: Logger };
 
-type Core = { deps: Deps; database: DatabaseHandle; handlers: JobHandlers; close(): Promise<void> };
+type Core = {
+  deps: Deps;
+  database: DatabaseHandle;
+  handlers: JobHandlers;
+  /** Said once where workers run: which push providers are not configured, and why. */
+  warnSkippedPushProviders(): void;
+  close(): Promise<void>;
+};
 
 /** Everything but the HTTP host: what a worker process needs too. */
 async function buildCore(config: Config, options: AppOptions): Promise<Core> {
   const logger = options.logger ?? createLogger(config.logLevel);
   const storage = createFileStorage(config);
+  const clock = options.clock ?? systemClock;
+  // Before anything opens: a push credential that cannot be read stops the start.
+  const push = createPushProviders(config.push, { clock, logger });
   const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
   // Requests never wait on Redis for long: a command (throttle counters, single-use values, the
   // readiness check) gives up after REDIS_COMMAND_TIMEOUT_MS, and the caller falls back or answers 503.
@@ -75,7 +86,6 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
   const events = config.redisUrl
     ? new RedisEventBus(config.redisUrl, config.redisPrefix, logger)
     : new InProcessEventBus();
-  const clock = options.clock ?? systemClock;
   const relay = new EventRelay({ database, events, clock, logger });
   const credentials = new CredentialWatch({ db: database.db, events, clock, logger });
   const jobOutbox = new JobOutbox({ db: database.db, jobs, definitions: () => handlers, clock, logger });
@@ -96,7 +106,7 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
     redis,
   };
   const mail = createMailTransport(config, logger);
-  handlers = settleOutboxJobs(buildJobHandlers(deps, { mail }), database.db);
+  handlers = settleOutboxJobs(buildJobHandlers(deps, { mail, push: push.providers }), database.db);
   relay.start();
   jobOutbox.start();
   // Not awaited: start-up must not wait for Redis.
@@ -105,6 +115,9 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
     deps,
     database,
     handlers,
+    warnSkippedPushProviders() {
+      for (const { name, reason } of push.skipped) logger.warn({ provider: name }, `push: ${name} is off (${reason})`);
+    },
     async close() {
       // The relay first: it publishes what is committed while the bus and database are still open.
       await relay.close();
@@ -113,6 +126,7 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
       await jobOutbox.close();
       await jobs.close();
       mail.close();
+      await Promise.all([...push.providers.values()].map((provider) => provider.close().catch(() => {})));
       await events.close();
       await redis?.quit().catch(() => {});
       await database.close();
@@ -151,7 +165,10 @@ export async function startApp(config: Config, options: AppOptions = {}): Promis
 
   // Without Redis the schedule is a timer in this process; with Redis, a job scheduler that
   // any process running workers upserts. Not awaited: start-up must not wait for Redis.
-  if (!config.redisUrl || config.runWorkers) scheduleInBackground(deps);
+  if (!config.redisUrl || config.runWorkers) {
+    scheduleInBackground(deps);
+    core.warnSkippedPushProviders();
+  }
 
   // Each check answers within READINESS_TIMEOUT_MS, so /readyz says what is down rather than hanging.
   const check = (probe: () => Promise<unknown>) =>
@@ -239,6 +256,7 @@ export async function startWorkers(config: Config, options: AppOptions = {}): Pr
     logger: core.deps.logger,
   });
   scheduleInBackground(core.deps);
+  core.warnSkippedPushProviders();
   core.deps.logger.info("workers started");
   return {
     async close() {

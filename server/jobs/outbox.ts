@@ -49,6 +49,8 @@ export async function enqueueJob<Payload>(
   payload: Payload,
   options: EnqueueOptions = {},
 ): Promise<void> {
+  // BullMQ refuses such an id; the row would then block the outbox's hand-over for good.
+  if (options.jobId?.includes(":")) throw new Error(`job id ${options.jobId} contains ":"`);
   await tx
     .insert(jobOutbox)
     .values({

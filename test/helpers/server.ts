@@ -67,6 +67,9 @@ export async function startTestServer(
     DATA_DIR: dataDir,
     LOG_LEVEL: "silent",
     APP_KEY: randomBytes(32).toString("base64url"),
+    // Push never leaves the machine: Expo (on by default) points at a closed port unless a test
+    // starts a fake provider (test/helpers/push.ts) and overrides it.
+    PUSH_EXPO_URL: "http://127.0.0.1:9/--/api/v2/push/send",
     ...(database && { DATABASE_URL: database.url }),
     ...(process.env.REDIS_URL && {
       REDIS_URL: process.env.REDIS_URL,

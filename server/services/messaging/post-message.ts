@@ -1,7 +1,8 @@
 // The only way a message is created: by a user (REST or RPC), and later by an inbound webhook
 // or in a temporary room. One path for every kind of message: the message, what it changes
 // (its parent's reply count, its attachments, its conversation) and its events are written in
-// one transaction; after commit the relay is woken to position and publish the events.
+// one transaction; after commit the relay is woken to position and publish the events, and the
+// job outbox to hand the message's jobs (push) to their queues.
 import { and, eq, inArray, isNull, or, sql } from "drizzle-orm";
 import type { Transaction } from "../../../db/client.ts";
 import {
@@ -19,7 +20,9 @@ import type { Deps } from "../../deps.ts";
 import { invalidField } from "../../errors.ts";
 import { streams, writeWithEvents, type EventEntry } from "../../events/streams.ts";
 import { newId } from "../../ids.ts";
+import { enqueueJob } from "../../jobs/outbox.ts";
 import { toMessageRecord, type MessageRecord } from "../../records/message.ts";
+import { pushJobId, pushJobs } from "../push/jobs.ts";
 
 export type MessageAuthor =
   | { type: "user"; user: Pick<User, "id" | "name" | "avatarUrl"> }
@@ -107,9 +110,9 @@ export async function postMessage(deps: Deps, input: PostMessageInput): Promise<
   const attachmentIds = input.attachmentIds ?? [];
 
   // One transaction, whatever the message: the author's right to post, the parent's reply count,
-  // the message, its attachments, the conversation's last message and the events (and, as they
-  // come, the jobs that follow a message) commit together or not at all.
-  return writeWithEvents(deps, async (tx, emit) => {
+  // the message, its attachments, the conversation's last message, the events and the jobs that
+  // follow a message commit together or not at all.
+  const record = await writeWithEvents(deps, async (tx, emit) => {
     if (authorUserId !== null && !(await userMayPost(tx, authorUserId, input.target))) return null;
     if (message.parentMessageId) await checkParent(tx, input.target, message.parentMessageId);
     await tx.insert(messages).values(message);
@@ -122,8 +125,13 @@ export async function postMessage(deps: Deps, input: PostMessageInput): Promise<
     }
     const record = toMessageRecord(message, authorUser, claimed, deps.config.appUrl);
     emit(messageCreated(input.target, record));
+    // Its readers' notifications (server notices wake nobody).
+    if (message.type !== "system")
+      await enqueueJob(tx, now, pushJobs.message, { messageId: id }, { jobId: pushJobId(id) });
     return record;
   });
+  if (record) deps.jobOutbox.wake();
+  return record;
 }
 
 /**
