@@ -63,8 +63,8 @@ function plannedRuns(): { receivers: number; rate: PlannedRate }[] {
   ]);
 }
 
-type Account = { id: number; token: string };
-type Team = { workspaceId: string; channelId: string; owner: Account; receivers: Account[]; senders: Account[] };
+export type Account = { id: number; token: string };
+export type Team = { workspaceId: string; channelId: string; owner: Account; receivers: Account[]; senders: Account[] };
 
 async function register(baseUrl: string, label: string): Promise<Account> {
   const body = await api<{ access_token: string; user: { id: number } }>(
@@ -83,7 +83,7 @@ async function register(baseUrl: string, label: string): Promise<Account> {
 }
 
 /** An owner with a workspace; receiver and sender accounts join it by invite, landing in #general. */
-async function setupTeam(baseUrl: string, receiverAccounts: number, senderAccounts: number): Promise<Team> {
+export async function setupTeam(baseUrl: string, receiverAccounts: number, senderAccounts: number): Promise<Team> {
   const owner = await register(baseUrl, "owner");
   const workspace = await api<{ data: { id: string } }>(baseUrl, "POST", "/api/v1/workspaces", owner.token, {
     name: "Bench",

@@ -56,9 +56,12 @@ export type BenchServer = {
  * Starts `server/main.ts` as its own process (as in production) with LOG_LEVEL=warn, on a
  * free port, with a temporary DATA_DIR (PGlite lives there when DATABASE_URL is unset) and
  * its own REDIS_PREFIX. BENCH_PROFILE=<dir> adds `--cpu-prof` (profiles are written to
- * <dir>/<label>-<time>/ when the server exits).
+ * <dir>/<label>-<time>/ when the server exits). `env` adds (or overrides) environment variables.
  */
-export async function startBenchServer(label: string, options: { inspect?: boolean } = {}): Promise<BenchServer> {
+export async function startBenchServer(
+  label: string,
+  options: { inspect?: boolean; env?: Record<string, string> } = {},
+): Promise<BenchServer> {
   const dataDir = await mkdtemp(path.join(tmpdir(), "chat-bench-"));
   const port = await freePort();
   const args = ["--import", "tsx"];
@@ -83,6 +86,7 @@ export async function startBenchServer(label: string, options: { inspect?: boole
       DATA_DIR: dataDir,
       LOG_LEVEL: "warn",
       REDIS_PREFIX: redisPrefix,
+      ...options.env,
     },
     stdio: ["ignore", "inherit", "pipe"],
   });

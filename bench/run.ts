@@ -1,16 +1,20 @@
-// `npm run bench [-- requests|fanout|idle ...]`: load scenarios against the real server, started
+// `npm run bench [-- requests|fanout|idle|push ...]`: load scenarios against the real server, started
 // as its own process for each section (PGlite, or PostgreSQL/Redis when DATABASE_URL/REDIS_URL
 // are set). Every loop is bounded in time and count, and only talks to 127.0.0.1. Prints a
-// table per section, then everything as one line of JSON. With no argument, all three run.
+// table per section, then everything as one line of JSON. With no argument, all of them run.
 //
 //   requests  request/response throughput and latency of the main paths (BENCH_SECONDS each)
 //   fanout    N receivers on one channel over WebSocket, senders over REST (BENCH_FANOUT=10,100,1000)
 //   idle      server memory per idle WebSocket connection at BENCH_IDLE_CONNECTIONS (5000)
+//   push      a channel of BENCH_PUSH_MEMBERS (1000) members with one Expo device each (a fake
+//             Expo in this process): post latency at BENCH_PUSH_RATE (20/s) for BENCH_SECONDS (10)
+//             without and with push, time until all of a message's pushes arrived
 import { cpus, totalmem } from "node:os";
 import { runFanout, runIdle } from "./fanout.ts";
+import { runPush } from "./push.ts";
 import { runRequestRows } from "./requests.ts";
 
-const SECTIONS = ["requests", "fanout", "idle"] as const;
+const SECTIONS = ["requests", "fanout", "idle", "push"] as const;
 type Section = (typeof SECTIONS)[number];
 
 const asked = process.argv.slice(2).filter((arg) => arg !== "--");
@@ -67,6 +71,39 @@ if (selected.has("idle")) {
   console.table(idle.rows);
   console.table([idle.broadcast]);
   result.idle = idle;
+}
+if (selected.has("push")) {
+  const push = await runPush(log);
+  const dash = (value: number | null) => value ?? "-";
+  console.table(
+    push.rows.map((row) => ({
+      phase: row.phase,
+      members: row.members,
+      rate: `${row.rate_per_s}/s`,
+      posts: row.posts,
+      "post p50 ms": row.post_p50_ms,
+      "post p95 ms": row.post_p95_ms,
+      "post p99 ms": row.post_p99_ms,
+      "all-delivered p50 ms": dash(row.all_delivered_p50_ms),
+      "all-delivered p95 ms": dash(row.all_delivered_p95_ms),
+      "all-delivered max ms": dash(row.all_delivered_max_ms),
+      "delivered %": dash(row.delivered_pct),
+      duplicates: row.duplicates,
+      "expo requests": row.expo_requests,
+      errors: row.post_errors + row.skipped,
+    })),
+  );
+  console.table([
+    {
+      measurement: "one message, all pushes ms",
+      messages: push.single.runs.length,
+      median: dash(push.single.all_pushes_median_ms),
+      max: dash(push.single.all_pushes_max_ms),
+      "first push ms (each)": push.single.runs.map((run) => dash(run.first_push_ms)).join(", "),
+      "all pushes ms (each)": push.single.runs.map((run) => dash(run.all_pushes_ms)).join(", "),
+    },
+  ]);
+  result.push = push;
 }
 result.total_seconds = Math.round((performance.now() - started) / 1000);
 console.log(JSON.stringify(result));

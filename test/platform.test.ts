@@ -94,11 +94,13 @@ describe("GET /api/v1/openapi.json", () => {
     expect(documented).toContain("get /readyz");
   });
 
-  it("documents the contract's success statuses: POST /tokens 201, DELETE /tokens/{id} 204", () => {
-    expect(Object.keys(document.paths["/api/v1/tokens"]!.post!.responses!)).toContain("201");
-    expect(Object.keys(document.paths["/api/v1/tokens"]!.post!.responses!)).not.toContain("200");
-    expect(Object.keys(document.paths["/api/v1/tokens/{id}"]!.delete!.responses!)).toContain("204");
-    expect(Object.keys(document.paths["/api/v1/tokens/{id}"]!.delete!.responses!)).not.toContain("200");
+  it("documents the contract's success statuses: POST /tokens and /devices 201, their DELETE 204", () => {
+    for (const collection of ["/api/v1/tokens", "/api/v1/devices"]) {
+      expect(Object.keys(document.paths[collection]!.post!.responses!)).toContain("201");
+      expect(Object.keys(document.paths[collection]!.post!.responses!)).not.toContain("200");
+      expect(Object.keys(document.paths[`${collection}/{id}`]!.delete!.responses!)).toContain("204");
+      expect(Object.keys(document.paths[`${collection}/{id}`]!.delete!.responses!)).not.toContain("200");
+    }
   });
 
   it("documents 401 {message} on protected operations and 422 {message, errors} on every API operation", () => {
