@@ -57,11 +57,14 @@ export type BenchServer = {
  * free port, with a temporary DATA_DIR (PGlite lives there when DATABASE_URL is unset) and
  * its own REDIS_PREFIX. BENCH_PROFILE=<dir> adds `--cpu-prof` (profiles are written to
  * <dir>/<label>-<time>/ when the server exits). `env` adds (or overrides) environment variables.
+ * `workerProcess` (needs REDIS_URL): the server runs with WORKERS=off and `workers/main.ts`
+ * runs the queues as a process of its own, as in a scaled-out deployment.
  */
 export async function startBenchServer(
   label: string,
-  options: { inspect?: boolean; env?: Record<string, string> } = {},
+  options: { inspect?: boolean; env?: Record<string, string>; workerProcess?: boolean } = {},
 ): Promise<BenchServer> {
+  if (options.workerProcess && !process.env.REDIS_URL) throw new Error("a worker process needs REDIS_URL");
   const dataDir = await mkdtemp(path.join(tmpdir(), "chat-bench-"));
   const port = await freePort();
   const args = ["--import", "tsx"];
@@ -87,6 +90,7 @@ export async function startBenchServer(
       LOG_LEVEL: "warn",
       REDIS_PREFIX: redisPrefix,
       ...options.env,
+      ...(options.workerProcess && { WORKERS: "off" }),
     },
     stdio: ["ignore", "inherit", "pipe"],
   });
@@ -104,6 +108,16 @@ export async function startBenchServer(
     await rm(dataDir, { recursive: true, force: true });
     throw error;
   }
+  // The worker process shares the server's DATA_DIR (so its generated APP_KEY), database and Redis prefix.
+  const worker = options.workerProcess
+    ? spawn(process.execPath, ["--import", "tsx", "workers/main.ts"], {
+        cwd: ROOT,
+        env: { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: "warn", REDIS_PREFIX: redisPrefix, ...options.env },
+        stdio: ["ignore", "inherit", "inherit"],
+      })
+    : undefined;
+  const workerExited = worker ? new Promise<void>((resolve) => worker.once("exit", () => resolve())) : undefined;
+  if (worker) await sleep(3_000); // tsx start-up and the BullMQ connections
   const heap = inspectPort ? await connectInspector(inspectPort) : undefined;
   return {
     url,
@@ -112,6 +126,8 @@ export async function startBenchServer(
     heap,
     async stop() {
       heap?.close();
+      worker?.kill("SIGTERM");
+      await workerExited;
       child.kill("SIGTERM");
       const forced = setTimeout(() => child.kill("SIGKILL"), 20_000);
       await exited;

@@ -5,6 +5,7 @@
 // nothing), then after every member registered one ("with push"). Each run records every POST's
 // latency and, per message, the time from the POST's start until the fake had all of its pushes.
 // Then, at rest, single messages: post one, time until all its pushes arrived, five times.
+// BENCH_PUSH_WORKER=process (with REDIS_URL) runs the queues in a worker process of their own.
 //
 // The issue's targets: post p99 not raised by more than 10%, 1000 pushes delivered in under 2 s.
 import { Agent as HttpAgent, request as httpRequest } from "node:http";
@@ -32,6 +33,8 @@ const RATE = Math.min(1000, env("BENCH_PUSH_RATE", 20));
 const SEND_SECONDS = Math.min(600, env("BENCH_SECONDS", 10));
 /** After a run's last post, how long to wait at most for its pushes. */
 const DRAIN_SECONDS = Math.min(600, env("BENCH_DRAIN_SECONDS", 20));
+/** BENCH_PUSH_WORKER=process (needs REDIS_URL): `npm run worker` beside a WORKERS=off server. */
+const WORKER_PROCESS = process.env.BENCH_PUSH_WORKER === "process";
 const SINGLE_MESSAGES = 5;
 const SINGLE_TIMEOUT_MS = 15_000;
 /** Open loop: never more posts than this in flight; beyond it a due post is skipped (and counted). */
@@ -371,7 +374,8 @@ export async function runPush(log: (line: string) => void): Promise<PushResult> 
   };
   let server: BenchServer | undefined;
   try {
-    server = await startBenchServer("push", { env: { PUSH_EXPO_URL: fake.url } });
+    server = await startBenchServer("push", { env: { PUSH_EXPO_URL: fake.url }, workerProcess: WORKER_PROCESS });
+    if (WORKER_PROCESS) log("push: the queues run in a worker process of their own (WORKERS=off on the server)");
     log(`push: registering ${MEMBERS} members and a poster (Argon2id, 4 at a time)`);
     let t0 = performance.now();
     const team = await setupTeam(server.url, MEMBERS, 0);

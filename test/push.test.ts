@@ -4,12 +4,13 @@
 // 429 and 5xx are retried after Retry-After or a backoff, so an outage delays pushes and
 // doubles none.
 import { randomBytes } from "node:crypto";
-import { eq, inArray } from "drizzle-orm";
+import { eq, inArray, TransactionRollbackError } from "drizzle-orm";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { pushDevices, users } from "../db/schema/index.ts";
+import { jobOutbox, pushDevices, users } from "../db/schema/index.ts";
 import { startWorkers } from "../server/app.ts";
 import { loadConfig } from "../server/config.ts";
 import { createLogger } from "../server/logger.ts";
+import { enqueueMessagePush } from "../server/services/push/jobs.ts";
 import { restClient, type RestClient } from "./helpers/api.ts";
 import { createWorkspaceWithGeneral, registerUser, type RegisteredUser } from "./helpers/factories.ts";
 import {
@@ -250,6 +251,37 @@ describe("who gets a push", () => {
     expect(Array.from(replyPush!.body)).toHaveLength(178);
     expect(replyPush!.body.endsWith("…")).toBe(true);
     expect(pushesOf(phone, withFile.id)[0]?.body).toBe("📎 report.pdf");
+  });
+});
+
+describe("the push job", () => {
+  it("is added with the message only when a member other than the author has a device", async () => {
+    const { owner, members, workspaceId, channelId } = await team(1);
+    await addDevice(owner, "expo");
+    const target = { kind: "channel" as const, workspaceId, channelId };
+    /** Whether posting would write the job row (in a transaction rolled back afterwards). */
+    const pushJobWritten = async (messageId: string) => {
+      let written = false;
+      await deps()
+        .db.transaction(async (tx) => {
+          await enqueueMessagePush(tx, deps().clock.now(), { id: messageId, authorUserId: owner.id, target });
+          written =
+            (
+              await tx
+                .select()
+                .from(jobOutbox)
+                .where(eq(jobOutbox.jobId, `push-${messageId}`))
+            ).length === 1;
+          tx.rollback();
+        })
+        .catch((error: unknown) => {
+          if (!(error instanceof TransactionRollbackError)) throw error;
+        });
+      return written;
+    };
+    expect(await pushJobWritten("msg_ONLYTHEAUTHORHASADEVICE0")).toBe(false);
+    await addDevice(members[0]!, "fcm");
+    expect(await pushJobWritten("msg_AMEMBERHASADEVICENOW0000")).toBe(true);
   });
 });
 

@@ -14,7 +14,7 @@
 //
 // Several processes may run the relay: each claims its rows with FOR UPDATE SKIP LOCKED.
 import { randomUUID } from "node:crypto";
-import { and, eq, inArray, isNull, lt, lte, or, sql } from "drizzle-orm";
+import { and, eq, inArray, isNull, lt, lte, or, sql, type SQL } from "drizzle-orm";
 import type { Database, Executor } from "../../db/client.ts";
 import { jobOutbox } from "../../db/schema/index.ts";
 import type { Clock } from "../clock.ts";
@@ -41,27 +41,44 @@ export const REHAND_AFTER_MS = 15_000;
 /**
  * Adds a job inside the caller's transaction; it reaches the queue once committed. Call
  * `deps.jobOutbox.wake()` after the commit for it to leave at once (the relay polls as well).
+ * With `onlyIf`, the job is added only when that SQL condition holds, in the same statement (a
+ * job with nothing to do costs the queue and the database far more than the condition).
+ * Resolves with whether a row was written (false: the condition failed, or the id is waiting).
  */
 export async function enqueueJob<Payload>(
   tx: Executor,
   now: Date,
   definition: JobDefinition<Payload>,
   payload: Payload,
-  options: EnqueueOptions = {},
-): Promise<void> {
+  options: EnqueueOptions & { onlyIf?: SQL } = {},
+): Promise<boolean> {
   // BullMQ refuses such an id; the row would then block the outbox's hand-over for good.
   if (options.jobId?.includes(":")) throw new Error(`job id ${options.jobId} contains ":"`);
-  await tx
+  const row = {
+    name: definition.name,
+    payload: definition.payload.parse(payload),
+    jobId: options.jobId ?? `job-${randomUUID()}`,
+    runAt: options.delayMs ? new Date(now.getTime() + options.delayMs) : null,
+    createdAt: now,
+  };
+  // A job id that is already waiting is not added twice (as BullMQ does with a known id).
+  if (options.onlyIf) {
+    const result = await tx.execute(sql`
+      insert into ${jobOutbox} (name, payload, job_id, run_at, created_at)
+      select ${row.name}, ${JSON.stringify(row.payload)}::jsonb, ${row.jobId},
+        ${row.runAt?.toISOString() ?? null}::timestamptz, ${row.createdAt.toISOString()}::timestamptz
+      where ${options.onlyIf}
+      on conflict (job_id) do nothing
+      returning id`);
+    // postgres.js answers the rows, PGlite {rows}.
+    return (Array.isArray(result) ? result : (result as unknown as { rows: unknown[] }).rows).length > 0;
+  }
+  const written = await tx
     .insert(jobOutbox)
-    .values({
-      name: definition.name,
-      payload: definition.payload.parse(payload),
-      jobId: options.jobId ?? `job-${randomUUID()}`,
-      runAt: options.delayMs ? new Date(now.getTime() + options.delayMs) : null,
-      createdAt: now,
-    })
-    // A job id that is already waiting is not added twice (as BullMQ does with a known id).
-    .onConflictDoNothing({ target: jobOutbox.jobId });
+    .values(row)
+    .onConflictDoNothing({ target: jobOutbox.jobId })
+    .returning({ id: jobOutbox.id });
+  return written.length > 0;
 }
 
 /**

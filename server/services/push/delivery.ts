@@ -3,6 +3,7 @@
 // in its batch size. A device the provider calls dead is deleted; the sends that may still
 // succeed (429, 5xx, timeouts) are enqueued again for just those devices, after the provider's
 // Retry-After or an exponential backoff, so an outage delays pushes and doubles none.
+import { setImmediate } from "node:timers/promises";
 import { and, asc, eq, inArray, ne, type SQL } from "drizzle-orm";
 import { attachments, channels, messages, pushDevices, users } from "../../../db/schema/index.ts";
 import { unseal } from "../../crypto.ts";
@@ -21,8 +22,33 @@ export const MAX_PUSH_ATTEMPTS = 16;
 const FIRST_RETRY_MS = 1_000;
 const LONGEST_RETRY_MS = 10 * 60_000;
 const LONGEST_RETRY_AFTER_MS = 60 * 60_000;
-/** Requests in flight per provider and message (Expo's own SDK uses 6). */
-const CONCURRENT_REQUESTS = 6;
+
+/** Devices prepared between two turns of the event loop. */
+const SLICE = 250;
+
+/**
+ * Unsealed tokens by their sealed form, per process: a channel's devices are read for each of
+ * its messages, and opening 1000 seals per message is most of the worker's time. Bounded; the
+ * process holds APP_KEY anyway.
+ */
+const unsealedTokens = new WeakMap<Deps, Map<string, string>>();
+const UNSEALED_TOKENS_KEPT = 100_000;
+
+function pushToken(deps: Deps, sealed: string): string | undefined {
+  let cache = unsealedTokens.get(deps);
+  if (!cache) unsealedTokens.set(deps, (cache = new Map()));
+  let token = cache.get(sealed);
+  if (token === undefined) {
+    try {
+      token = unseal(deps.config.appKey, sealed);
+    } catch {
+      return undefined;
+    }
+    if (cache.size >= UNSEALED_TOKENS_KEPT) cache.clear();
+    cache.set(sealed, token);
+  }
+  return token;
+}
 
 type Loaded = MessageForPush & { authorUserId: number | null; target: MessageTarget };
 
@@ -62,7 +88,12 @@ async function recipientDevices(deps: Deps, loaded: Loaded, retry: PushJobPayloa
   if (loaded.authorUserId !== null) conditions.push(ne(pushDevices.userId, loaded.authorUserId));
   if (retry) conditions.push(eq(pushDevices.provider, retry.provider), inArray(pushDevices.id, retry.deviceIds));
   return deps.db
-    .select({ device: pushDevices })
+    .select({
+      id: pushDevices.id,
+      provider: pushDevices.provider,
+      platform: pushDevices.platform,
+      tokenSealed: pushDevices.tokenSealed,
+    })
     .from(pushDevices)
     .innerJoin(users, and(eq(users.id, pushDevices.userId), eq(users.isActive, true)))
     .where(and(...conditions));
@@ -87,7 +118,7 @@ async function inBatches(provider: PushProvider, sends: PushSend[]): Promise<Pus
       }
     }
   };
-  await Promise.all(Array.from({ length: Math.min(CONCURRENT_REQUESTS, batches.length) }, lane));
+  await Promise.all(Array.from({ length: Math.min(provider.concurrentBatches, batches.length) }, lane));
   return outcomes;
 }
 
@@ -107,12 +138,12 @@ export async function deliverPush(deps: Deps, providers: PushProviders, payload:
   const notification = pushNotificationFor(loaded);
   const byProvider = new Map<PushProviderName, PushSend[]>();
   const unreadable: string[] = [];
-  for (const { device } of rows) {
+  for (const [index, device] of rows.entries()) {
+    // The server's requests share this thread: a large channel is prepared in slices.
+    if (index > 0 && index % SLICE === 0) await setImmediate();
     if (!providers.has(device.provider)) continue; // not configured: said once at start
-    let token: string;
-    try {
-      token = unseal(deps.config.appKey, device.tokenSealed);
-    } catch {
+    const token = pushToken(deps, device.tokenSealed);
+    if (token === undefined) {
       // Sealed under another APP_KEY: the app registers its token again on its next launch.
       unreadable.push(device.id);
       continue;

@@ -43,6 +43,11 @@ export interface PushProvider {
   /** The most sends one `send` call takes (Expo: 100 per request). */
   readonly batchSize: number;
   /**
+   * How many `send` calls may run at once. Expo takes several requests in parallel; FCM and
+   * APNs run their own bounded concurrency inside one batch (one request or stream per device).
+   */
+  readonly concurrentBatches: number;
+  /**
    * Sends each notification to its device; resolves with one outcome per send, in any order,
    * and never rejects for a per-device failure (a whole request that fails is "retry" for each).
    */

@@ -45,6 +45,7 @@ type ApnsResponse = { status: number; headers: http2.IncomingHttpHeaders; body: 
 export class ApnsProvider implements PushProvider {
   readonly name = "apns" as const;
   readonly batchSize = 500;
+  readonly concurrentBatches = 1;
   private readonly timeoutMs: number;
   private readonly connectOptions: http2.SecureClientSessionOptions;
   private session: http2.ClientHttp2Session | undefined;

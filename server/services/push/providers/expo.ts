@@ -31,6 +31,8 @@ type ExpoTicket = { status?: unknown; id?: unknown; message?: unknown; details?:
 export class ExpoProvider implements PushProvider {
   readonly name = "expo" as const;
   readonly batchSize = 100;
+  /** As Expo's own SDK does. */
+  readonly concurrentBatches = 6;
   private readonly timeoutMs: number;
   /** Warnings about an unavailable service, at most once per REPEATED_WARNING_MS. */
   private readonly warnUnavailable = oncePer();

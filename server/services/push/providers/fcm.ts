@@ -50,6 +50,7 @@ type FcmError = { error?: { code?: unknown; status?: unknown; message?: unknown;
 export class FcmProvider implements PushProvider {
   readonly name = "fcm" as const;
   readonly batchSize = 500;
+  readonly concurrentBatches = 1;
   private readonly timeoutMs: number;
   private readonly sendUrl: string;
   private readonly oauth: oidc.Configuration;
