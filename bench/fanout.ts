@@ -15,6 +15,7 @@ import {
   api,
   mapLimit,
   percentile,
+  postAtRate,
   processRssMiB,
   round,
   sleep,
@@ -434,28 +435,6 @@ function poster(baseUrl: string, team: Team, collector: Collector, stats: SendSt
   };
 }
 
-/** Open loop: a post falls due every 1/rate seconds whether or not earlier ones have answered. */
-async function sendAtRate(post: (seq: number) => Promise<void>, stats: SendStats, rate: number, maxMessages: number) {
-  const inFlight = new Set<Promise<void>>();
-  const started = performance.now();
-  const end = started + SEND_SECONDS * 1000;
-  let due = 0;
-  while (performance.now() < end && due < maxMessages) {
-    const shouldHaveSent = Math.min(maxMessages, Math.floor(((performance.now() - started) / 1000) * rate) + 1);
-    while (due < shouldHaveSent) {
-      const seq = due++;
-      if (inFlight.size >= MAX_IN_FLIGHT) {
-        stats.skipped++;
-        continue;
-      }
-      const request = post(seq).finally(() => inFlight.delete(request));
-      inFlight.add(request);
-    }
-    await sleep(Math.max(1, Math.min(20, 1000 / rate / 2)));
-  }
-  await Promise.all(inFlight);
-}
-
 /** Closed loop: `senders` posts in flight at all times, for the window. */
 async function sendAtMax(post: (seq: number) => Promise<void>, senders: number, maxMessages: number) {
   const end = performance.now() + SEND_SECONDS * 1000;
@@ -524,7 +503,15 @@ async function fanoutRun(
   const usage = startUsageWindow(server.pid);
   const firstSendAt = performance.now();
   if (rate === "max") await sendAtMax(post, MAX_RATE_SENDERS, maxMessages);
-  else await sendAtRate(post, stats, rate, maxMessages);
+  else {
+    await postAtRate(post, {
+      rate,
+      seconds: SEND_SECONDS,
+      maxMessages,
+      maxInFlight: MAX_IN_FLIGHT,
+      onSkip: () => stats.skipped++,
+    });
+  }
   const sendSeconds = (performance.now() - firstSendAt) / 1000;
 
   // Wait for every accepted message to reach every receiver, or for the drain window to pass.

@@ -354,3 +354,34 @@ export async function mapLimit<T, R>(
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
   return results;
 }
+
+/**
+ * Open loop: a post falls due every 1/rate seconds whether or not earlier ones have answered,
+ * for `seconds` or `maxMessages`; a due post is skipped (and counted) while `maxInFlight` wait.
+ * Resolves when the last one answered, with the seconds it all took.
+ */
+export async function postAtRate(
+  post: (seq: number) => Promise<unknown>,
+  options: { rate: number; seconds: number; maxMessages: number; maxInFlight: number; onSkip: () => void },
+): Promise<number> {
+  const { rate, maxMessages } = options;
+  const inFlight = new Set<Promise<unknown>>();
+  const started = performance.now();
+  const end = started + options.seconds * 1000;
+  let due = 0;
+  while (performance.now() < end && due < maxMessages) {
+    const shouldHaveSent = Math.min(maxMessages, Math.floor(((performance.now() - started) / 1000) * rate) + 1);
+    while (due < shouldHaveSent) {
+      const seq = due++;
+      if (inFlight.size >= options.maxInFlight) {
+        options.onSkip();
+        continue;
+      }
+      const request = post(seq).finally(() => inFlight.delete(request));
+      inFlight.add(request);
+    }
+    await sleep(Math.max(1, Math.min(20, 1000 / rate / 2)));
+  }
+  await Promise.all(inFlight);
+  return (performance.now() - started) / 1000;
+}

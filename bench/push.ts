@@ -15,6 +15,7 @@ import {
   api,
   mapLimit,
   percentile,
+  postAtRate,
   round,
   sleep,
   startBenchServer,
@@ -151,30 +152,6 @@ function poster(server: BenchServer, team: Team, stats: PostStats) {
   };
 }
 
-/** Open loop: a post falls due every 1/RATE seconds whether or not earlier ones have answered. */
-async function postAtRate(post: (seq: number) => Promise<unknown>, stats: PostStats): Promise<number> {
-  const maxMessages = Math.ceil(RATE * SEND_SECONDS);
-  const inFlight = new Set<Promise<unknown>>();
-  const started = performance.now();
-  const end = started + SEND_SECONDS * 1000;
-  let due = 0;
-  while (performance.now() < end && due < maxMessages) {
-    const shouldHaveSent = Math.min(maxMessages, Math.floor(((performance.now() - started) / 1000) * RATE) + 1);
-    while (due < shouldHaveSent) {
-      const seq = due++;
-      if (inFlight.size >= MAX_IN_FLIGHT) {
-        stats.skipped++;
-        continue;
-      }
-      const request = post(seq).finally(() => inFlight.delete(request));
-      inFlight.add(request);
-    }
-    await sleep(Math.max(1, Math.min(20, 1000 / RATE / 2)));
-  }
-  await Promise.all(inFlight);
-  return (performance.now() - started) / 1000;
-}
-
 // ---------------------------------------------------------------------------------------------
 // A run
 
@@ -230,7 +207,13 @@ async function run(
   setSink(arrivals);
   const stats: PostStats = { posts: [], errors: new Map(), skipped: 0 };
   const usage = startUsageWindow(server.pid);
-  const seconds = await postAtRate(poster(server, team, stats), stats);
+  const seconds = await postAtRate(poster(server, team, stats), {
+    rate: RATE,
+    seconds: SEND_SECONDS,
+    maxMessages: Math.ceil(RATE * SEND_SECONDS),
+    maxInFlight: MAX_IN_FLIGHT,
+    onSkip: () => stats.skipped++,
+  });
 
   // Every accepted message's pushes, or the drain window; without devices, a moment for the jobs.
   const expectedPer = devices > 0 ? MEMBERS : 0;
