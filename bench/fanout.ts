@@ -7,7 +7,6 @@
 // every fan-out run is the real typed client (createChatClient), as a check that the bare
 // receivers see what a client sees. Every message carries its send time in its content; a
 // receiver reads it out of the frame without parsing the whole frame.
-import { Agent as HttpAgent, request as httpRequest } from "node:http";
 import WebSocket from "ws";
 import { createChatClient, type ChatClient } from "../client/index.ts";
 import { clientFrames, PING, PONG, trpcSocketUrl } from "../server/http/trpc-ws-protocol.ts";
@@ -16,6 +15,7 @@ import {
   mapLimit,
   percentile,
   postAtRate,
+  postJson,
   processRssMiB,
   round,
   sleep,
@@ -43,7 +43,6 @@ const MAX_IN_FLIGHT = 64;
 const RECEIVER_ACCOUNTS = 20;
 const SENDER_ACCOUNTS = 4;
 const IDLE_CONNECTIONS = env("BENCH_IDLE_CONNECTIONS", 5000);
-const POST_TIMEOUT_MS = 30_000;
 
 /**
  * Fan-out runs per receiver count: first a closed loop at the maximum rate, then an open loop at
@@ -380,37 +379,6 @@ type SendStats = {
   postLatencies: number[];
 };
 
-/**
- * Posts go through node:http with keep-alive connections rather than fetch: the load generator
- * shares the machine with the server, and fetch costs it several times more CPU per request.
- */
-const postAgent = new HttpAgent({ keepAlive: true, maxSockets: 128 });
-function postJson(url: URL, token: string, body: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const request = httpRequest(
-      url,
-      {
-        method: "POST",
-        agent: postAgent,
-        timeout: POST_TIMEOUT_MS,
-        headers: {
-          "Content-Type": "application/json",
-          "Content-Length": Buffer.byteLength(body),
-          Authorization: `Bearer ${token}`,
-        },
-      },
-      (response) => {
-        response.resume();
-        response.once("end", () => resolve(response.statusCode ?? 0));
-        response.once("error", reject);
-      },
-    );
-    request.once("timeout", () => request.destroy(Object.assign(new Error("timed out"), { name: "TimeoutError" })));
-    request.once("error", reject);
-    request.end(body);
-  });
-}
-
 function poster(baseUrl: string, team: Team, collector: Collector, stats: SendStats) {
   const route = new URL(`${baseUrl}/api/v1/workspaces/${team.workspaceId}/channels/${team.channelId}/messages`);
   return async (seq: number) => {
@@ -420,7 +388,7 @@ function poster(baseUrl: string, team: Team, collector: Collector, stats: SendSt
     const content = `${MARKER}${collector.runTag}:${seq}:${sentAt.toFixed(3)}:${PADDING}`;
     let outcome: string;
     try {
-      const status = await postJson(route, sender.token, JSON.stringify({ content }));
+      const { status } = await postJson(route, sender.token, JSON.stringify({ content }));
       outcome = status === 201 ? "ok" : `HTTP ${status}`;
     } catch (error) {
       outcome = (error as Error).name === "TimeoutError" ? "timeout" : "network error";

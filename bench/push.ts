@@ -8,7 +8,6 @@
 // BENCH_PUSH_WORKER=process (with REDIS_URL) runs the queues in a worker process of their own.
 //
 // The issue's targets: post p99 not raised by more than 10%, 1000 pushes delivered in under 2 s.
-import { Agent as HttpAgent, request as httpRequest } from "node:http";
 import { startFakeExpo, type ExpoReceived } from "../test/helpers/push.ts";
 import { setupTeam, type Team } from "./fanout.ts";
 import {
@@ -16,6 +15,7 @@ import {
   mapLimit,
   percentile,
   postAtRate,
+  postJson,
   round,
   sleep,
   startBenchServer,
@@ -40,7 +40,6 @@ const SINGLE_MESSAGES = 5;
 const SINGLE_TIMEOUT_MS = 15_000;
 /** Open loop: never more posts than this in flight; beyond it a due post is skipped (and counted). */
 const MAX_IN_FLIGHT = 64;
-const POST_TIMEOUT_MS = 30_000;
 const TOKEN_PATTERN = /^ExponentPushToken\[bench-(\d+)\]$/;
 const tokenOf = (member: number) => `ExponentPushToken[bench-${member}]`;
 
@@ -85,44 +84,15 @@ class Arrivals {
 // ---------------------------------------------------------------------------------------------
 // Posting
 
-/** Posts through node:http with keep-alive (cheaper for the load generator than fetch), reading the id. */
-const postAgent = new HttpAgent({ keepAlive: true, maxSockets: 128 });
-function postMessage(url: URL, token: string, body: string): Promise<{ status: number; id?: string }> {
-  return new Promise((resolve, reject) => {
-    const request = httpRequest(
-      url,
-      {
-        method: "POST",
-        agent: postAgent,
-        timeout: POST_TIMEOUT_MS,
-        headers: {
-          "Content-Type": "application/json",
-          "Content-Length": Buffer.byteLength(body),
-          Authorization: `Bearer ${token}`,
-        },
-      },
-      (response) => {
-        const chunks: Buffer[] = [];
-        response.on("data", (chunk: Buffer) => chunks.push(chunk));
-        response.once("end", () => {
-          const status = response.statusCode ?? 0;
-          let id: string | undefined;
-          if (status === 201) {
-            try {
-              id = (JSON.parse(Buffer.concat(chunks).toString("utf8")) as { data?: { id?: string } }).data?.id;
-            } catch {
-              id = undefined;
-            }
-          }
-          resolve({ status, id });
-        });
-        response.once("error", reject);
-      },
-    );
-    request.once("timeout", () => request.destroy(Object.assign(new Error("timed out"), { name: "TimeoutError" })));
-    request.once("error", reject);
-    request.end(body);
-  });
+/** Posts (bench/lib.ts postJson), reading the new message's id from a 201. */
+async function postMessage(url: URL, token: string, body: string): Promise<{ status: number; id?: string }> {
+  const answer = await postJson(url, token, body, { readBody: true });
+  if (answer.status !== 201) return { status: answer.status };
+  try {
+    return { status: answer.status, id: (JSON.parse(answer.body ?? "") as { data?: { id?: string } }).data?.id };
+  } catch {
+    return { status: answer.status };
+  }
 }
 
 type Post = { id: string; startedAt: number; latencyMs: number };
