@@ -14,6 +14,7 @@ import type { MessageTarget } from "../messaging/post-message.ts";
 import { pushJobId, pushJobs, type PushJobPayload } from "./jobs.ts";
 import { pushNotificationFor, type MessageForPush } from "./notification.ts";
 import type { PushOutcome, PushProvider, PushProviderName, PushSend } from "./provider.ts";
+import { mapLimit, retryAll } from "./providers/http.ts";
 
 export type PushProviders = ReadonlyMap<PushProviderName, PushProvider>;
 
@@ -104,22 +105,13 @@ async function inBatches(provider: PushProvider, sends: PushSend[]): Promise<Pus
   for (let start = 0; start < sends.length; start += provider.batchSize) {
     batches.push(sends.slice(start, start + provider.batchSize));
   }
-  const outcomes: PushOutcome[] = [];
-  let next = 0;
-  const lane = async () => {
-    while (next < batches.length) {
-      const batch = batches[next++]!;
-      try {
-        outcomes.push(...(await provider.send(batch)));
-      } catch (error) {
-        // A provider promises outcomes, not exceptions; if one throws anyway, its batch waits for a retry.
-        const reason = error instanceof Error ? error.message : "send failed";
-        outcomes.push(...batch.map(({ target }) => ({ deviceId: target.deviceId, result: "retry" as const, reason })));
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(provider.concurrentBatches, batches.length) }, lane));
-  return outcomes;
+  const outcomes = await mapLimit(batches, provider.concurrentBatches, (batch) =>
+    // A provider promises outcomes, not exceptions; if one throws anyway, its batch waits for a retry.
+    provider
+      .send(batch)
+      .catch((error: unknown) => retryAll(batch, error instanceof Error ? error.message : "send failed")),
+  );
+  return outcomes.flat();
 }
 
 /** The delay before the next try: the provider's Retry-After when it gave one, else exponential. */
