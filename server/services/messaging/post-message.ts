@@ -115,12 +115,11 @@ export async function postMessage(deps: Deps, input: PostMessageInput): Promise<
   const record = await writeWithEvents(deps, async (tx, emit) => {
     if (authorUserId !== null && !(await userMayPost(tx, authorUserId, input.target))) return null;
     if (message.parentMessageId) await checkParent(tx, input.target, message.parentMessageId);
-    // The message and its push job (when any member but the author has a device: server notices
-    // wake nobody) are sent together: postgres.js pipelines them, one round trip for both.
-    [, pushQueued] = await Promise.all([
-      tx.insert(messages).values(message),
-      message.type !== "system" && enqueueMessagePush(tx, now, { id, authorUserId, target: input.target }),
-    ]);
+    await tx.insert(messages).values(message);
+    // Its push job, when anyone else there has a device (server notices wake nobody).
+    if (message.type !== "system") {
+      pushQueued = await enqueueMessagePush(tx, now, { id, authorUserId, target: input.target });
+    }
     const claimed = await claimAttachments(tx, authorUserId, attachmentIds, id);
     if (message.conversationId) {
       await tx
