@@ -135,10 +135,13 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
   };
 }
 
-function scheduleInBackground(deps: Deps): void {
+/** Where workers run: the recurring schedules (not awaited), and which push providers are off. */
+function startWorkerDuties(core: Core): void {
+  const { deps } = core;
   scheduleRecurringJobs(deps).catch((error: unknown) =>
     deps.logger.warn({ err: error }, "could not schedule the recurring jobs"),
   );
+  core.warnSkippedPushProviders();
 }
 
 export type App = {
@@ -165,10 +168,7 @@ export async function startApp(config: Config, options: AppOptions = {}): Promis
 
   // Without Redis the schedule is a timer in this process; with Redis, a job scheduler that
   // any process running workers upserts. Not awaited: start-up must not wait for Redis.
-  if (!config.redisUrl || config.runWorkers) {
-    scheduleInBackground(deps);
-    core.warnSkippedPushProviders();
-  }
+  if (!config.redisUrl || config.runWorkers) startWorkerDuties(core);
 
   // Each check answers within READINESS_TIMEOUT_MS, so /readyz says what is down rather than hanging.
   const check = (probe: () => Promise<unknown>) =>
@@ -255,8 +255,7 @@ export async function startWorkers(config: Config, options: AppOptions = {}): Pr
     handlers: core.handlers,
     logger: core.deps.logger,
   });
-  scheduleInBackground(core.deps);
-  core.warnSkippedPushProviders();
+  startWorkerDuties(core);
   core.deps.logger.info("workers started");
   return {
     async close() {
