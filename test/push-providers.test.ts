@@ -10,7 +10,7 @@ import { ManualClock } from "../server/clock.ts";
 import { ConfigError, loadConfig } from "../server/config.ts";
 import { createLogger } from "../server/logger.ts";
 import type { PushOutcome, PushProvider, PushProviderName, PushSend } from "../server/services/push/provider.ts";
-import { parseRetryAfter } from "../server/services/push/providers/http.ts";
+import { parseRetryAfter } from "../server/outbound-http.ts";
 import { createPushProviders } from "../server/services/push/providers/index.ts";
 import {
   startFakeApns,

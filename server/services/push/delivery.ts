@@ -8,21 +8,21 @@ import { and, asc, eq, inArray, ne, type SQL } from "drizzle-orm";
 import { attachments, channels, messages, pushDevices, users } from "../../../db/schema/index.ts";
 import { unseal } from "../../crypto.ts";
 import type { Deps } from "../../deps.ts";
+import { retryDelayMs, type Backoff } from "../../jobs/backoff.ts";
 import { enqueueJob } from "../../jobs/outbox.ts";
+import { mapLimit } from "../../outbound-http.ts";
 import { targetMemberIds } from "../messaging/target-members.ts";
 import type { MessageTarget } from "../messaging/post-message.ts";
 import { pushJobId, pushJobs, type PushJobPayload } from "./jobs.ts";
 import { pushNotificationFor, type MessageForPush } from "./notification.ts";
 import type { PushOutcome, PushProvider, PushProviderName, PushSend } from "./provider.ts";
-import { mapLimit, retryAll } from "./providers/http.ts";
+import { retryAll } from "./providers/http.ts";
 
 export type PushProviders = ReadonlyMap<PushProviderName, PushProvider>;
 
 /** Tries per device, the first included: with the backoff below, about an hour of outage. */
 export const MAX_PUSH_ATTEMPTS = 16;
-const FIRST_RETRY_MS = 1_000;
-const LONGEST_RETRY_MS = 10 * 60_000;
-const LONGEST_RETRY_AFTER_MS = 60 * 60_000;
+const PUSH_BACKOFF: Backoff = { firstMs: 1_000, longestMs: 10 * 60_000, longestRetryAfterMs: 60 * 60_000 };
 
 /** Devices prepared between two turns of the event loop. */
 const SLICE = 250;
@@ -114,12 +114,6 @@ async function inBatches(provider: PushProvider, sends: PushSend[]): Promise<Pus
   return outcomes.flat();
 }
 
-/** The delay before the next try: the provider's Retry-After when it gave one, else exponential. */
-export function retryDelayMs(nextAttempt: number, retryAfterMs: number | undefined): number {
-  if (retryAfterMs !== undefined) return Math.min(Math.max(retryAfterMs, FIRST_RETRY_MS), LONGEST_RETRY_AFTER_MS);
-  return Math.min(FIRST_RETRY_MS * 2 ** (nextAttempt - 2), LONGEST_RETRY_MS);
-}
-
 export async function deliverPush(deps: Deps, providers: PushProviders, payload: PushJobPayload): Promise<void> {
   const loaded = await loadMessage(deps, payload.messageId);
   if (!loaded) return;
@@ -187,7 +181,7 @@ async function scheduleRetry(
     return;
   }
   const retryAfters = retries.flatMap((outcome) => (outcome.retryAfterMs === undefined ? [] : [outcome.retryAfterMs]));
-  const delayMs = retryDelayMs(attempt, retryAfters.length > 0 ? Math.max(...retryAfters) : undefined);
+  const delayMs = retryDelayMs(PUSH_BACKOFF, attempt, retryAfters.length > 0 ? Math.max(...retryAfters) : undefined);
   await enqueueJob(
     deps.db,
     deps.clock.now(),

@@ -9,18 +9,9 @@ import tls from "node:tls";
 import { SignJWT } from "jose";
 import type { Clock } from "../../../clock.ts";
 import { oncePer, type Logger } from "../../../logger.ts";
+import { describeRequestError, mapLimit, parseJson, parseRetryAfter } from "../../../outbound-http.ts";
 import type { PushOutcome, PushProvider, PushSend } from "../provider.ts";
-import {
-  PUSH_REQUEST_TIMEOUT_MS,
-  PushTimeoutError,
-  describeRequestError,
-  mapLimit,
-  parseJson,
-  parseRetryAfter,
-  retryAll,
-  retryOutcome,
-  type ClientOptions,
-} from "./http.ts";
+import { PUSH_REQUEST_TIMEOUT_MS, PushTimeoutError, retryAll, retryOutcome, type ClientOptions } from "./http.ts";
 
 export const APNS_DEFAULT_URL = "https://api.push.apple.com";
 /** A provider token is replaced once it is this old. */

@@ -3,18 +3,9 @@
 // Receipts are not polled: a ticket's error is enough to drop dead tokens.
 import type { Clock } from "../../../clock.ts";
 import { oncePer, type Logger } from "../../../logger.ts";
+import { describeRequestError, parseJson, parseRetryAfter, postWithTimeout } from "../../../outbound-http.ts";
 import type { PushOutcome, PushProvider, PushSend } from "../provider.ts";
-import {
-  PUSH_REQUEST_TIMEOUT_MS,
-  describeRequestError,
-  parseJson,
-  parseRetryAfter,
-  postWithTimeout,
-  retryAll,
-  retryOutcome,
-  scrubToken,
-  type ClientOptions,
-} from "./http.ts";
+import { PUSH_REQUEST_TIMEOUT_MS, retryAll, retryOutcome, scrubToken, type ClientOptions } from "./http.ts";
 
 export const EXPO_DEFAULT_URL = "https://exp.host/--/api/v2/push/send";
 

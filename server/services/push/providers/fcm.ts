@@ -7,19 +7,9 @@ import { SignJWT } from "jose";
 import * as oidc from "openid-client";
 import type { Clock } from "../../../clock.ts";
 import { oncePer, type Logger } from "../../../logger.ts";
+import { describeRequestError, mapLimit, parseJson, parseRetryAfter, postWithTimeout } from "../../../outbound-http.ts";
 import type { PushOutcome, PushProvider, PushSend } from "../provider.ts";
-import {
-  PUSH_REQUEST_TIMEOUT_MS,
-  describeRequestError,
-  mapLimit,
-  parseJson,
-  parseRetryAfter,
-  postWithTimeout,
-  retryAll,
-  retryOutcome,
-  scrubToken,
-  type ClientOptions,
-} from "./http.ts";
+import { PUSH_REQUEST_TIMEOUT_MS, retryAll, retryOutcome, scrubToken, type ClientOptions } from "./http.ts";
 
 export const FCM_DEFAULT_URL = "https://fcm.googleapis.com";
 export const FCM_SCOPE = "https://www.googleapis.com/auth/firebase.messaging";
