@@ -28,6 +28,7 @@ import { CredentialWatch } from "./services/accounts/credential-watch.ts";
 import { createSingleUseStore } from "./services/single-use-store.ts";
 import { SocialProviders } from "./services/social/providers.ts";
 import { createPushProviders } from "./services/push/providers/index.ts";
+import { createTranslationProvider } from "./services/translation/providers/index.ts";
 import { createThrottle } from "./services/throttle.ts";
 import { createFileStorage } from "./storage/index.ts";
 
@@ -70,6 +71,7 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
   const clock = options.clock ?? systemClock;
   // Before anything opens: a push credential that cannot be read stops the start.
   const push = createPushProviders(config.push, { clock, logger });
+  const translation = createTranslationProvider(config.translation);
   const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
   // Requests never wait on Redis for long: a command (throttle counters, single-use values, the
   // readiness check) gives up after REDIS_COMMAND_TIMEOUT_MS, and the caller falls back or answers 503.
@@ -106,7 +108,7 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
     redis,
   };
   const mail = createMailTransport(config, logger);
-  handlers = settleOutboxJobs(buildJobHandlers(deps, { mail, push: push.providers }), database.db);
+  handlers = settleOutboxJobs(buildJobHandlers(deps, { mail, push: push.providers, translation }), database.db);
   relay.start();
   jobOutbox.start();
   // Not awaited: start-up must not wait for Redis.
@@ -127,6 +129,7 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
       await jobs.close();
       mail.close();
       await Promise.all([...push.providers.values()].map((provider) => provider.close().catch(() => {})));
+      await translation?.close().catch(() => {});
       await events.close();
       await redis?.quit().catch(() => {});
       await database.close();

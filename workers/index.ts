@@ -4,17 +4,24 @@ import type { Deps } from "../server/deps.ts";
 import type { JobHandlers } from "../server/jobs/definition.ts";
 import type { MailTransport } from "../server/mail/transport.ts";
 import type { PushProviders } from "../server/services/push/delivery.ts";
+import type { TranslationProvider } from "../server/services/translation/provider.ts";
+import { translationJobs } from "../server/services/translation/jobs.ts";
 import { accountJobs, PRUNE_EXPIRED_CREDENTIALS_EVERY_MS } from "../server/services/accounts/jobs.ts";
 import { fileJobs, PRUNE_STAGED_FILES_EVERY_MS, PURGE_DELETED_FILES_EVERY_MS } from "../server/services/files/jobs.ts";
 import { accountHandlers } from "./accounts.ts";
 import { fileHandlers } from "./files.ts";
 import { mailHandlers } from "./mail.ts";
 import { pushHandlers } from "./push.ts";
+import { translationHandlers } from "./translation.ts";
 
-export function buildJobHandlers(deps: Deps, services: { mail: MailTransport; push: PushProviders }): JobHandlers {
+export function buildJobHandlers(
+  deps: Deps,
+  services: { mail: MailTransport; push: PushProviders; translation: TranslationProvider | null },
+): JobHandlers {
   return new Map([
     ...mailHandlers(deps, services.mail),
     ...pushHandlers(deps, services.push),
+    ...translationHandlers(deps, services.translation),
     ...fileHandlers(deps),
     ...accountHandlers(deps),
   ]);
@@ -25,4 +32,5 @@ export async function scheduleRecurringJobs(deps: Deps): Promise<void> {
   await deps.jobs.repeat(fileJobs.pruneStaged, {}, PRUNE_STAGED_FILES_EVERY_MS);
   await deps.jobs.repeat(fileJobs.purgeDeleted, {}, PURGE_DELETED_FILES_EVERY_MS);
   await deps.jobs.repeat(accountJobs.pruneExpired, {}, PRUNE_EXPIRED_CREDENTIALS_EVERY_MS);
+  await deps.jobs.repeat(translationJobs.pruneCache, {}, 24 * 3600_000);
 }

@@ -9,3 +9,4 @@ export * from "./file-deletions.ts";
 export * from "./events.ts";
 export * from "./job-outbox.ts";
 export * from "./push-devices.ts";
+export * from "./translations.ts";

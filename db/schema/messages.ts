@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import { bigint, boolean, index, integer, pgTable, text, uniqueIndex } from "drizzle-orm/pg-core";
 import { timestamps, timestamptz } from "./columns.ts";
-import { users } from "./users.ts";
+import { users, type Language } from "./users.ts";
 import { channels, workspaces } from "./workspaces.ts";
 
 export const MESSAGE_TYPES = ["text", "notice", "system"] as const;
@@ -46,11 +46,19 @@ export const messages = pgTable(
     parentMessageId: text("parent_message_id"),
     replyCount: integer("reply_count").notNull().default(0),
     skipTranslation: boolean("skip_translation").notNull().default(false),
+    /**
+     * The language it was written in: its author's reading language when posted (the member's
+     * preferred_language in the workspace, else the user's). Null for bot posts: the provider
+     * detects it (docs/translation.md).
+     */
+    language: text("language").$type<Language>(),
     ...timestamps,
   },
   (table) => [
     // Channel history (top-level messages, newest first) and threads.
-    index("messages_channel_id_id_idx").on(table.channelId, table.id).where(sql`${table.parentMessageId} is null`),
+    index("messages_channel_id_id_idx")
+      .on(table.channelId, table.id)
+      .where(sql`${table.parentMessageId} is null`),
     index("messages_parent_message_id_id_idx").on(table.parentMessageId, table.id),
     index("messages_conversation_id_id_idx").on(table.conversationId, table.id),
   ],

@@ -3,6 +3,7 @@
 // `event.data` from the union, so TypeScript users get `event.data.message` on
 // "message.created" without a cast. docs/realtime.md lists the same events for everyone else.
 import { z } from "zod";
+import { LANGUAGES, type Language } from "../../db/schema/index.ts";
 import { timestamp } from "../records/common.ts";
 import { messageRecord } from "../records/message.ts";
 import { userRecord } from "../records/user.ts";
@@ -13,6 +14,16 @@ const channelMembership = z.object({ channel_id: z.string(), user_id: z.number()
 /** The `data` of each event type. */
 export const eventData = {
   "message.created": z.object({ message: messageRecord }),
+  /**
+   * A message's translation into `language` is stored (status "done", with its content) or
+   * given up on ("failed", content null). Delivered only to subscribers who read that language.
+   */
+  "translation.ready": z.object({
+    message_id: z.string(),
+    language: z.enum(LANGUAGES),
+    status: z.enum(["done", "failed"]),
+    content: z.string().nullable(),
+  }),
   /** Ephemeral: published to subscribers, never stored or replayed. */
   typing: z.object({ user: z.object({ id: z.number().int(), name: z.string() }) }),
   "user.updated": z.object({ user: userRecord }),
@@ -55,6 +66,7 @@ function liveEventOf<T extends EventType>(type: T) {
 /** What subscribers receive, discriminated by `type`. */
 const liveEvent = z.discriminatedUnion("type", [
   liveEventOf("message.created"),
+  liveEventOf("translation.ready"),
   liveEventOf("typing"),
   liveEventOf("user.updated"),
   liveEventOf("workspace.joined"),
@@ -78,9 +90,20 @@ export type LiveEvent = z.infer<typeof liveEvent>;
  */
 export type Audience = { channel_id: string; user_id?: number };
 
-/** An event to write: its stream, type, scope, audience and checked data. */
+/**
+ * An event to write: its stream, type, scope, audience and checked data; for a new message, the
+ * language it was written in (`sourceLanguage`), which decides what each subscriber is shown of
+ * its translation (translation/readers.ts). Kept with the event, never sent.
+ */
 export type EventEntry = {
-  [T in EventType]: { stream: string; type: T; scope?: EventScope; audience?: Audience; data: EventData<T> };
+  [T in EventType]: {
+    stream: string;
+    type: T;
+    scope?: EventScope;
+    audience?: Audience;
+    sourceLanguage?: Language | null;
+    data: EventData<T>;
+  };
 }[EventType];
 
 /** Events the service sends itself on internal streams; no subscription can follow those. */

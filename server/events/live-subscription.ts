@@ -13,6 +13,14 @@ import { positionBounds, replay, REPLAY_LIMIT, streams, type BusEvent, type Stre
 /** What `watch` says of an event: "skip" drops it, "end" delivers it and stops, a topic list replaces the topics. */
 export type WatchDecision = "end" | "skip" | string[] | undefined;
 
+/** How one subscriber sees events: per-reader fields (a message's translation), or not at all. */
+export type EventView = {
+  /** Sees every stored event the subscription receives, delivered or not, in order. */
+  observe(event: StreamEvent): void;
+  /** The event as this subscriber receives it; null: not for them. */
+  present(message: BusEvent): StreamEvent | null;
+};
+
 /** Where a live subscription hands its events. */
 export type LiveSink = {
   /** Listening: every event published from now on will be delivered. */
@@ -38,6 +46,7 @@ type Options = {
   signal?: AbortSignal | undefined;
   /** Called for every stored event above the position, live or replayed, before it is delivered. */
   watch?: (event: StreamEvent, followed: ReadonlyMap<string, unknown>) => WatchDecision | Promise<WatchDecision>;
+  view?: EventView;
 };
 
 /**
@@ -152,6 +161,7 @@ export class LiveSubscription implements AsyncIterable<TrackedEnvelope<StreamEve
       const position = Number(event.id);
       if (position <= this.position) return;
       this.position = position;
+      this.options.view?.observe(event);
     }
     const decision = event.id === "" ? undefined : this.options.watch?.(event, this.unsubscribers);
     if (decision instanceof Promise) this.run(async () => this.decide(message, await decision));
@@ -166,7 +176,7 @@ export class LiveSubscription implements AsyncIterable<TrackedEnvelope<StreamEve
     // change: the member who joins a private channel, and those it removes.
     const admittedBefore = this.admits(message);
     const gained = Array.isArray(decision) ? await this.setTopics(decision) : [];
-    if (admittedBefore || this.admits(message)) this.deliver(message.event);
+    if (admittedBefore || this.admits(message)) this.deliver(message);
     // The event that ends access (removal, deletion) is the last one delivered.
     if (decision === "end") {
       this.close();
@@ -186,8 +196,10 @@ export class LiveSubscription implements AsyncIterable<TrackedEnvelope<StreamEve
     return audience.user_id === this.options.viewerId || this.unsubscribers.has(streams.channel(audience.channel_id));
   }
 
-  private deliver(event: StreamEvent): void {
-    if (!this.closed) this.sink!.event(String(this.position), event);
+  private deliver(message: BusEvent): void {
+    if (this.closed) return;
+    const shown = this.options.view ? this.options.view.present(message) : message.event;
+    if (shown) this.sink!.event(String(this.position), shown);
   }
 
   /** Subscribes to the new topics, drops the old ones; returns the topics gained. */

@@ -5,7 +5,7 @@
 import { and, asc, gt, inArray } from "drizzle-orm";
 import type { Database, Executor, Transaction } from "../../db/client.ts";
 import { runPrepared } from "../../db/prepared.ts";
-import { streamEvents, type StreamEventRow } from "../../db/schema/index.ts";
+import { streamEvents, type Language, type StreamEventRow } from "../../db/schema/index.ts";
 import { isoTimestamp } from "../clock.ts";
 import type { Deps } from "../deps.ts";
 import {
@@ -23,7 +23,7 @@ export type { Audience, EventEntry, EventScope, LiveEvent } from "./catalog.ts";
 export type StreamEvent = LiveEvent;
 
 /** What travels on the bus: the event, and who beyond its stream's followers may not see it. */
-export type BusEvent = { event: StreamEvent; audience?: Audience };
+export type BusEvent = { event: StreamEvent; audience?: Audience; sourceLanguage?: Language | null };
 
 /** Events are replayable for this long (the contract asks for at least 10 minutes). */
 export const EVENT_RETENTION_MS = 60 * 60 * 1000;
@@ -45,6 +45,7 @@ export type EventPayload = {
   scope: EventScope;
   data: Record<string, unknown>;
   audience?: Audience;
+  source_language?: Language | null;
 };
 
 /** The stored payload of an entry, its data checked against the event type's schema. */
@@ -52,6 +53,7 @@ export function eventPayload(entry: EventEntry | InternalEventEntry): EventPaylo
   const scope = "scope" in entry ? (entry.scope ?? {}) : {};
   const payload: EventPayload = { type: entry.type, scope, data: checkedEventData(entry.type, entry.data) };
   if ("audience" in entry && entry.audience) payload.audience = entry.audience;
+  if ("sourceLanguage" in entry && entry.sourceLanguage !== undefined) payload.source_language = entry.sourceLanguage;
   return payload;
 }
 
@@ -106,7 +108,10 @@ function toStreamEvent(position: string, createdAt: Date, payload: EventPayload)
 export function toBusEvent(row: Pick<StreamEventRow, "position" | "createdAt" | "payload">): BusEvent {
   const payload = row.payload as EventPayload;
   const event = toStreamEvent(String(row.position), row.createdAt, payload);
-  return payload.audience ? { event, audience: payload.audience } : { event };
+  const bus: BusEvent = { event };
+  if (payload.audience) bus.audience = payload.audience;
+  if (payload.source_language !== undefined) bus.sourceLanguage = payload.source_language;
+  return bus;
 }
 
 /** A position as the client sent it: digits only (anything else is refused by the procedure's input). */

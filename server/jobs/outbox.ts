@@ -50,7 +50,14 @@ export async function enqueueJob<Payload>(
   now: Date,
   definition: JobDefinition<Payload>,
   payload: Payload,
-  options: EnqueueOptions & { onlyIf?: SQL } = {},
+  options: EnqueueOptions & {
+    onlyIf?: SQL;
+    /**
+     * A data-modifying statement (an INSERT … RETURNING) run first, in the same statement: the
+     * job is added only when it returned rows. The rows and their job in one round trip.
+     */
+    onlyIfWritten?: SQL;
+  } = {},
 ): Promise<boolean> {
   // BullMQ refuses such an id; the row would then block the outbox's hand-over for good.
   if (options.jobId?.includes(":")) throw new Error(`job id ${options.jobId} contains ":"`);
@@ -62,12 +69,14 @@ export async function enqueueJob<Payload>(
     createdAt: now,
   };
   // A job id that is already waiting is not added twice (as BullMQ does with a known id).
-  if (options.onlyIf) {
+  if (options.onlyIf || options.onlyIfWritten) {
+    const condition = options.onlyIfWritten ? sql`exists (select 1 from written)` : options.onlyIf!;
     const result = await tx.execute(sql`
+      ${options.onlyIfWritten ? sql`with written as (${options.onlyIfWritten})` : sql``}
       insert into ${jobOutbox} (name, payload, job_id, run_at, created_at)
       select ${row.name}, ${JSON.stringify(row.payload)}::jsonb, ${row.jobId},
         ${row.runAt?.toISOString() ?? null}::timestamptz, ${row.createdAt.toISOString()}::timestamptz
-      where ${options.onlyIf}
+      where ${condition}
       on conflict (job_id) do nothing
       returning id`);
     // postgres.js answers the rows, PGlite {rows}.

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { MESSAGE_TYPES, type Attachment, type Message, type User } from "../../db/schema/index.ts";
+import { LANGUAGES, MESSAGE_TYPES, type Attachment, type Message, type User } from "../../db/schema/index.ts";
 import { isoTimestamp } from "../clock.ts";
 import { timestamp } from "./common.ts";
 
@@ -48,12 +48,12 @@ export const messageRecord = z.object({
   skip_translation: z.boolean(),
   translation: z
     .object({
-      language: z.string(),
-      content: z.string().nullable(),
+      language: z.enum(LANGUAGES).describe("the reader's language"),
+      content: z.string().nullable().describe("the translated text when status is done"),
       status: z.enum(["pending", "done", "skipped", "failed", "not_needed"]),
     })
     .nullable()
-    .describe("the translation for the reader; null until translation is configured"),
+    .describe("the message in the reader's language (docs/translation.md); null when the server does not translate"),
   created_at: timestamp,
   updated_at: timestamp,
 });
@@ -64,6 +64,7 @@ export function toMessageRecord(
   author: Pick<User, "id" | "name" | "avatarUrl"> | null,
   attachments: Attachment[],
   appUrl: string,
+  translation: MessageRecord["translation"],
 ): MessageRecord {
   return {
     id: message.id,
@@ -88,7 +89,7 @@ export function toMessageRecord(
       toAttachmentRecord(attachment, appUrl, message.conversationId ? "direct" : "channel"),
     ),
     skip_translation: message.skipTranslation,
-    translation: null,
+    translation,
     created_at: isoTimestamp(message.createdAt),
     updated_at: isoTimestamp(message.updatedAt),
   };

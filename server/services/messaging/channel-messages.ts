@@ -14,7 +14,12 @@ export async function listChannelMessages(
   page: { limit?: number | undefined; before?: string | undefined; parentMessageId?: string | undefined },
 ) {
   const { channel } = await requireVisibleChannel(deps.db, path.workspaceId, userId, path.channelId);
-  return messagePage(deps.db, deps.config.appUrl, channelScope(channel.id, page.parentMessageId), page);
+  return messagePage(
+    deps,
+    { userId, workspaceId: path.workspaceId },
+    channelScope(channel.id, page.parentMessageId),
+    page,
+  );
 }
 
 export async function postChannelMessage(

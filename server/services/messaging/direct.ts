@@ -34,9 +34,11 @@ export async function requireParticipant(deps: Deps, userId: number, conversatio
   return conversation;
 }
 
-async function lastMessages(deps: Deps, ids: string[]): Promise<Map<string, MessageRecord>> {
+async function lastMessages(deps: Deps, userId: number, ids: string[]): Promise<Map<string, MessageRecord>> {
   if (ids.length === 0) return new Map();
-  const page = await messagePage(deps.db, deps.config.appUrl, inArray(messages.id, ids), { limit: ids.length });
+  const page = await messagePage(deps, { userId, workspaceId: null }, inArray(messages.id, ids), {
+    limit: ids.length,
+  });
   return new Map(page.data.map((message) => [message.id, message]));
 }
 
@@ -70,7 +72,7 @@ export async function openConversation(deps: Deps, userId: number, participantUs
         .from(conversations)
         .where(and(eq(conversations.userAId, userAId), eq(conversations.userBId, userBId)))
     )[0]!;
-  const last = await lastMessages(deps, conversation.lastMessageId ? [conversation.lastMessageId] : []);
+  const last = await lastMessages(deps, userId, conversation.lastMessageId ? [conversation.lastMessageId] : []);
   return {
     created: Boolean(inserted),
     record: toConversationRecord(
@@ -101,6 +103,7 @@ export async function listConversations(deps: Deps, userId: number) {
   const usersById = new Map(others.map((user) => [user.id, user]));
   const last = await lastMessages(
     deps,
+    userId,
     rows.flatMap((row) => (row.lastMessageId ? [row.lastMessageId] : [])),
   );
   return rows.map((row) =>
@@ -129,7 +132,7 @@ export async function listDirectMessages(
   page: { limit?: number | undefined; before?: string | undefined },
 ) {
   const conversation = await requireParticipant(deps, userId, conversationId);
-  return messagePage(deps.db, deps.config.appUrl, eq(messages.conversationId, conversation.id), page);
+  return messagePage(deps, { userId, workspaceId: null }, eq(messages.conversationId, conversation.id), page);
 }
 
 export async function postDirectMessage(

@@ -10,6 +10,7 @@ import { LiveSubscription, type WatchDecision } from "../../events/live-subscrip
 import { streams, type BusEvent, type StreamEvent } from "../../events/streams.ts";
 import { invalidField } from "../../errors.ts";
 import { requireVisibleChannel } from "../workspaces/channels.ts";
+import { ReaderLanguages, translationEnabled } from "../translation/readers.ts";
 import { requireParticipant } from "./direct.ts";
 
 type Signal = AbortSignal | undefined;
@@ -38,10 +39,12 @@ export async function channelEvents(
   return new LiveSubscription({
     db: deps.db,
     bus: deps.events,
-    topics: [streams.channel(channel.id), streams.workspace(input.workspaceId)],
+    // The user's own stream too: their language changes arrive there.
+    topics: [streams.channel(channel.id), streams.workspace(input.workspaceId), streams.user(auth.user.id)],
     lastEventId: input.lastEventId,
     viewerId: auth.user.id,
     signal,
+    view: await readerView(deps, auth.user.id),
     watch: (event) => {
       if (event.channel_id === channel.id) return undefined;
       return losesChannel(event, auth.user.id, channel.id) ? "end" : "skip";
@@ -59,11 +62,19 @@ export async function conversationEvents(
   return new LiveSubscription({
     db: deps.db,
     bus: deps.events,
-    topics: [streams.conversation(conversation.id)],
+    // The user's own stream too: their language changes arrive there.
+    topics: [streams.conversation(conversation.id), streams.user(auth.user.id)],
     lastEventId: input.lastEventId,
     viewerId: auth.user.id,
     signal,
+    view: await readerView(deps, auth.user.id),
+    watch: (event) => (event.conversation_id === conversation.id ? undefined : "skip"),
   });
+}
+
+/** Each event as the subscriber sees it: messages with the translation state for their language. */
+function readerView(deps: Deps, userId: number): Promise<ReaderLanguages> {
+  return new ReaderLanguages(userId, translationEnabled(deps.config)).load(deps.db);
 }
 
 /** The user's own stream, and those of their workspaces, channels and conversations. */
@@ -125,6 +136,7 @@ export async function userEvents(
     lastEventId: input.lastEventId,
     viewerId: auth.user.id,
     signal,
+    view: await readerView(deps, auth.user.id),
     watch: followMemberships(deps, auth.user.id),
   });
 }

@@ -11,6 +11,7 @@ import {
   channels,
   conversations,
   messages,
+  type Language,
   type Message,
   type MessageType,
   type User,
@@ -22,9 +23,11 @@ import { streams, writeWithEvents, type EventEntry } from "../../events/streams.
 import { newId } from "../../ids.ts";
 import { toMessageRecord, type MessageRecord } from "../../records/message.ts";
 import { enqueueMessagePush } from "../push/jobs.ts";
+import { queueTranslations } from "../translation/jobs.ts";
+import { readerLanguageOf, translationEnabled, translationView } from "../translation/readers.ts";
 
 export type MessageAuthor =
-  | { type: "user"; user: Pick<User, "id" | "name" | "avatarUrl"> }
+  | { type: "user"; user: Pick<User, "id" | "name" | "avatarUrl" | "preferredLanguage"> }
   | { type: "bot"; webhookId: string; name: string; avatarUrl: string | null };
 
 export type MessageTarget =
@@ -103,6 +106,8 @@ export async function postMessage(deps: Deps, input: PostMessageInput): Promise<
     parentMessageId: input.parentMessageId ?? null,
     replyCount: 0,
     skipTranslation: input.skipTranslation ?? false,
+    // Set below for a user author, once their membership (and its language) is read.
+    language: null,
     createdAt: now,
     updatedAt: now,
   };
@@ -111,15 +116,22 @@ export async function postMessage(deps: Deps, input: PostMessageInput): Promise<
   // One transaction, whatever the message: the author's right to post, the parent's reply count,
   // the message, its attachments, the conversation's last message, the events and the jobs that
   // follow a message commit together or not at all.
-  let pushQueued = false;
+  let jobsQueued = false;
+  const translating = translationEnabled(deps.config) && !message.skipTranslation;
   const record = await writeWithEvents(deps, async (tx, emit) => {
-    if (authorUserId !== null && !(await userMayPost(tx, authorUserId, input.target))) return null;
+    if (authorUser !== null) {
+      const membership = await userMayPost(tx, authorUser.id, input.target);
+      if (!membership) return null;
+      message.language = readerLanguageOf(authorUser, membership.memberLanguage);
+    }
     if (message.parentMessageId) await checkParent(tx, input.target, message.parentMessageId);
     await tx.insert(messages).values(message);
     // Its push job, when anyone else there has a device (server notices wake nobody).
     if (message.type !== "system") {
-      pushQueued = await enqueueMessagePush(tx, now, { id, authorUserId, target: input.target });
+      jobsQueued = await enqueueMessagePush(tx, now, { id, authorUserId, target: input.target });
     }
+    // Its translations, when anyone who may read it reads another language.
+    if (translating && (await queueTranslations(tx, now, { ...message, target: input.target }))) jobsQueued = true;
     const claimed = await claimAttachments(tx, authorUserId, attachmentIds, id);
     if (message.conversationId) {
       await tx
@@ -127,11 +139,16 @@ export async function postMessage(deps: Deps, input: PostMessageInput): Promise<
         .set({ lastMessageId: id, updatedAt: now })
         .where(eq(conversations.id, message.conversationId));
     }
-    const record = toMessageRecord(message, authorUser, claimed, deps.config.appUrl);
-    emit(messageCreated(input.target, record));
-    return record;
+    // Subscribers see it with the translation state for their own language (ReaderLanguages).
+    emit(messageCreated(toMessageRecord(message, authorUser, claimed, deps.config.appUrl, null), message.language));
+    // The author reads it in the language they wrote it in; a bot's post has no reader yet.
+    const view =
+      message.language === null
+        ? null
+        : translationView(translationEnabled(deps.config), message, message.language, undefined);
+    return toMessageRecord(message, authorUser, claimed, deps.config.appUrl, view);
   });
-  if (record && pushQueued) deps.jobOutbox.wake();
+  if (record && jobsQueued) deps.jobOutbox.wake();
   return record;
 }
 
@@ -139,11 +156,15 @@ export async function postMessage(deps: Deps, input: PostMessageInput): Promise<
  * A member of the channel and its workspace, or a participant of the conversation; the rows that
  * say so are locked until the caller's transaction ends, so a removal waits for it.
  */
-async function userMayPost(tx: Transaction, userId: number, target: MessageTarget): Promise<boolean> {
+async function userMayPost(
+  tx: Transaction,
+  userId: number,
+  target: MessageTarget,
+): Promise<{ memberLanguage: Language | null } | null> {
   const rows =
     target.kind === "channel"
       ? await tx
-          .select({ userId: channelMembers.userId })
+          .select({ memberLanguage: workspaceMembers.preferredLanguage })
           .from(channels)
           .innerJoin(
             workspaceMembers,
@@ -153,7 +174,7 @@ async function userMayPost(tx: Transaction, userId: number, target: MessageTarge
           .where(and(eq(channels.id, target.channelId), eq(channels.workspaceId, target.workspaceId)))
           .for("share")
       : await tx
-          .select({ id: conversations.id })
+          .select({ memberLanguage: sql<null>`null` })
           .from(conversations)
           .where(
             and(
@@ -164,22 +185,31 @@ async function userMayPost(tx: Transaction, userId: number, target: MessageTarge
           // The lock the update of its last message takes anyway: two posts to one conversation
           // queue here rather than deadlock on upgrading two shared locks.
           .for("no key update");
-  return rows.length > 0;
+  return rows[0] ?? null;
+}
+
+/** Where a message's events go: its channel's or its conversation's stream, with their scope. */
+export function messageStream(
+  message: Pick<Message, "workspaceId" | "channelId" | "conversationId">,
+): Pick<EventEntry, "stream" | "scope"> {
+  return message.conversationId !== null
+    ? { stream: streams.conversation(message.conversationId), scope: { conversation_id: message.conversationId } }
+    : {
+        stream: streams.channel(message.channelId!),
+        scope: { workspace_id: message.workspaceId!, channel_id: message.channelId! },
+      };
 }
 
 /** The message.created event on its channel's or conversation's stream. */
-function messageCreated(target: MessageTarget, record: MessageRecord): EventEntry {
-  return target.kind === "channel"
-    ? {
-        stream: streams.channel(target.channelId),
-        type: "message.created",
-        scope: { workspace_id: target.workspaceId, channel_id: target.channelId },
-        data: { message: record },
-      }
-    : {
-        stream: streams.conversation(target.conversationId),
-        type: "message.created",
-        scope: { conversation_id: target.conversationId },
-        data: { message: record },
-      };
+function messageCreated(record: MessageRecord, sourceLanguage: Language | null): EventEntry {
+  return {
+    sourceLanguage,
+    ...messageStream({
+      workspaceId: record.workspace_id,
+      channelId: record.channel_id,
+      conversationId: record.conversation_id,
+    }),
+    type: "message.created",
+    data: { message: record },
+  };
 }

@@ -1,0 +1,389 @@
+// Translation for every reader (docs/translation.md): a message is translated by the
+// translation worker into each language of those who may read it, here through a real
+// LibreTranslate client talking to a fake on 127.0.0.1 that answers `[<target>] <text>`
+// (test/helpers/translation.ts). The reader sees the translation for their language on every
+// door: REST, typed RPC, and live events (message.created pending, then translation.ready).
+import { randomBytes } from "node:crypto";
+import { and, eq } from "drizzle-orm";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { jobOutbox, messageTranslations, translationCache } from "../db/schema/index.ts";
+import { restClient, type RestClient } from "./helpers/api.ts";
+import { registerUser, type RegisteredUser } from "./helpers/factories.ts";
+import { collect, world, type Feed } from "./helpers/live.ts";
+import { startTestServer, type TestServer } from "./helpers/server.ts";
+import { startFakeLibreTranslate, type FakeTranslator } from "./helpers/translation.ts";
+import { until } from "./helpers/wait.ts";
+
+let fake: FakeTranslator;
+let server: TestServer;
+let api: RestClient;
+const live = world(
+  () => server,
+  () => api,
+);
+
+beforeAll(async () => {
+  fake = await startFakeLibreTranslate();
+  server = await startTestServer({ TRANSLATION_PROVIDER: "libretranslate", TRANSLATION_URL: fake.url });
+  api = restClient(server.url);
+});
+afterAll(async () => {
+  await server?.close();
+  await fake?.stop();
+});
+beforeEach(() => fake.recover());
+
+const unique = (text: string) => `${text} ${randomBytes(4).toString("hex")}`;
+
+/** The requests to the provider that carried `text`. */
+const requestsFor = (text: string) => fake.requests.filter((request) => request.texts.some((t) => t.includes(text)));
+
+type Team = { owner: RegisteredUser; reader: RegisteredUser; workspaceId: string; channelId: string };
+
+/** A public workspace of an English owner and a reader of `language` (their user language), in #general. */
+async function team(language = "ja"): Promise<Team> {
+  const [owner, reader] = await Promise.all([
+    registerUser(api, { name: "Owen", preferred_language: "en" }),
+    registerUser(api, { name: "Rika", preferred_language: language }),
+  ]);
+  const created = await api.post(
+    "/api/v1/workspaces",
+    { name: unique("Team"), visibility: "public" },
+    { token: owner.token },
+  );
+  const workspaceId = created.body.data.id as string;
+  expect((await api.post(`/api/v1/workspaces/${workspaceId}/join`, {}, { token: reader.token })).status).toBe(200);
+  const channels = await api.get(`/api/v1/workspaces/${workspaceId}/channels`, { token: owner.token });
+  const channelId = (channels.body.data as { id: string; slug: string }[]).find((c) => c.slug === "general")!.id;
+  return { owner, reader, workspaceId, channelId };
+}
+
+async function post(t: Team, author: RegisteredUser, body: Record<string, unknown>) {
+  const response = await api.post(`/api/v1/workspaces/${t.workspaceId}/channels/${t.channelId}/messages`, body, {
+    token: author.token,
+  });
+  expect(response.status).toBe(201);
+  return response.body.data as { id: string; translation: unknown };
+}
+
+async function readAs(t: Team, reader: RegisteredUser, messageId: string) {
+  const response = await api.get(`/api/v1/workspaces/${t.workspaceId}/channels/${t.channelId}/messages`, {
+    token: reader.token,
+  });
+  expect(response.status).toBe(200);
+  return (
+    response.body.data as {
+      id: string;
+      translation: { status: string; content: string | null; language: string } | null;
+    }[]
+  ).find((message) => message.id === messageId)!;
+}
+
+/** Reads until the reader's translation of the message has settled (done or failed). */
+function settled(t: Team, reader: RegisteredUser, messageId: string) {
+  return until(async () => {
+    const message = await readAs(t, reader, messageId);
+    return message.translation && ["done", "failed"].includes(message.translation.status) ? message : undefined;
+  }, `the translation of ${messageId}`);
+}
+
+async function memberIdOf(t: Team, user: RegisteredUser): Promise<string> {
+  const response = await api.get(`/api/v1/workspaces/${t.workspaceId}/members`, { token: user.token });
+  return (response.body.data as { id: string; user_id: number }[]).find((member) => member.user_id === user.id)!.id;
+}
+
+const translationRows = (messageId: string) =>
+  server.app.deps.db.select().from(messageTranslations).where(eq(messageTranslations.messageId, messageId));
+
+describe("a channel message", () => {
+  it("reaches a ja reader translated over REST and typed RPC; its author reads it as written", async () => {
+    const t = await team("ja");
+    const text = unique("Good morning everyone");
+    const posted = await post(t, t.owner, { content: text });
+    expect(posted.translation).toEqual({ language: "en", content: null, status: "not_needed" });
+
+    const read = await settled(t, t.reader, posted.id);
+    expect(read.translation).toEqual({ language: "ja", content: `[ja] ${text}`, status: "done" });
+    const rpc = await live
+      .chat(t.reader.token)
+      .messages.list.query({ workspace_id: t.workspaceId, channel_id: t.channelId });
+    expect(rpc.data.find((message) => message.id === posted.id)!.translation).toEqual(read.translation);
+    // One request, into Japanese only (nobody reads anything else), from English.
+    expect(requestsFor(text)).toHaveLength(1);
+    expect(requestsFor(text)[0]).toMatchObject({ target: "ja", source: "en" });
+    expect(await translationRows(posted.id)).toEqual([
+      expect.objectContaining({ language: "ja", status: "done", content: `[ja] ${text}` }),
+    ]);
+  });
+
+  it("is live: message.created says pending to a ja subscriber, then translation.ready brings the text; an en subscriber gets neither", async () => {
+    const t = await team("ja");
+    const jaFeed = await live.attachedChannelFeed(t.reader, t.owner, t.workspaceId, t.channelId);
+    const enFeed = await live.attachedChannelFeed(t.owner, t.reader, t.workspaceId, t.channelId);
+    const text = unique("Deploy finished");
+    const posted = await post(t, t.owner, { content: text });
+
+    const ready = await until(
+      () => jaFeed.received.find((r) => r.event.type === "translation.ready" && r.event.data.message_id === posted.id),
+      "translation.ready",
+    );
+    expect(ready.event).toMatchObject({
+      type: "translation.ready",
+      workspace_id: t.workspaceId,
+      channel_id: t.channelId,
+      data: { message_id: posted.id, language: "ja", status: "done", content: `[ja] ${text}` },
+    });
+    const created = jaFeed.messages().find((m) => m.messageId === posted.id)!;
+    expect(created.event.data.message.translation).toEqual({ language: "ja", content: null, status: "pending" });
+    await until(() => enFeed.messages().find((m) => m.messageId === posted.id), "the en subscriber's message");
+    expect(enFeed.messages().find((m) => m.messageId === posted.id)!.event.data.message.translation).toEqual({
+      language: "en",
+      content: null,
+      status: "not_needed",
+    });
+    expect(enFeed.received.some((r) => r.event.type === "translation.ready")).toBe(false);
+
+    // Resumable like every event: from just before it, a new subscription receives it again.
+    const replay = collect((handlers) =>
+      live
+        .chat(t.reader.token)
+        .messages.onChannel.subscribe(
+          { workspace_id: t.workspaceId, channel_id: t.channelId, lastEventId: created.id },
+          handlers,
+        ),
+    );
+    const again = await until(
+      () => replay.received.find((r) => r.event.type === "translation.ready"),
+      "the replayed translation.ready",
+    );
+    expect(again.id).toBe(ready.id);
+  });
+
+  it("uses the member's language in the workspace over the user's", async () => {
+    const t = await team("ja");
+    const memberId = await memberIdOf(t, t.reader);
+    const updated = await api.put(
+      `/api/v1/workspaces/${t.workspaceId}/members/${memberId}`,
+      { role: "member", preferred_language: "th" },
+      { token: t.reader.token },
+    );
+    expect(updated.status).toBe(200);
+    const text = unique("Lunch at noon");
+    const posted = await post(t, t.owner, { content: text });
+    const read = await settled(t, t.reader, posted.id);
+    expect(read.translation).toEqual({ language: "th", content: `[th] ${text}`, status: "done" });
+    expect(requestsFor(text).map((request) => request.target)).toEqual(["th"]);
+  });
+
+  it("with skip_translation says skipped to every reader and calls nobody", async () => {
+    const t = await team("ja");
+    const text = unique("Leave as is");
+    const posted = await post(t, t.owner, { content: text, skip_translation: true });
+    expect(posted.translation).toEqual({ language: "en", content: null, status: "skipped" });
+    expect((await readAs(t, t.reader, posted.id)).translation).toEqual({
+      language: "ja",
+      content: null,
+      status: "skipped",
+    });
+    expect(await translationRows(posted.id)).toEqual([]);
+    expect(requestsFor(text)).toEqual([]);
+  });
+
+  it("costs no job and no provider call when every reader shares the author's language", async () => {
+    const t = await team("en");
+    const text = unique("All English here");
+    const posted = await post(t, t.owner, { content: text });
+    expect((await readAs(t, t.reader, posted.id)).translation).toEqual({
+      language: "en",
+      content: null,
+      status: "not_needed",
+    });
+    expect(await translationRows(posted.id)).toEqual([]);
+    const jobs = await server.app.deps.db
+      .select()
+      .from(jobOutbox)
+      .where(eq(jobOutbox.jobId, `translate-${posted.id}`));
+    expect(jobs).toEqual([]);
+    expect(requestsFor(text)).toEqual([]);
+  });
+
+  it("translates a thread reply, and each language of the readers once", async () => {
+    const t = await team("ja");
+    const zh = await registerUser(api, { preferred_language: "zh-CN" });
+    await api.post(`/api/v1/workspaces/${t.workspaceId}/join`, {}, { token: zh.token });
+    const parent = await post(t, t.owner, { content: unique("Thread start") });
+    const text = unique("A reply");
+    await post(t, t.owner, { content: text, parent_message_id: parent.id });
+    const thread = async (reader: RegisteredUser) => {
+      const response = await api.get(
+        `/api/v1/workspaces/${t.workspaceId}/channels/${t.channelId}/messages?parent_message_id=${parent.id}`,
+        { token: reader.token },
+      );
+      return response.body.data[0] as { id: string; translation: { status: string; content: string | null } };
+    };
+    await until(async () => ((await thread(zh)).translation.status === "done" ? true : undefined), "zh reply");
+    expect((await thread(zh)).translation).toMatchObject({ status: "done", content: `[zh-CN] ${text}` });
+    expect((await thread(t.reader)).translation).toMatchObject({ status: "done", content: `[ja] ${text}` });
+    expect(
+      requestsFor(text)
+        .map((request) => request.target)
+        .sort(),
+    ).toEqual(["ja", "zh"].sort());
+  });
+
+  it("keeps code, links and @mentions as written and never sends them", async () => {
+    const t = await team("ja");
+    const word = unique("please check");
+    const content = `@owen ${word} https://example.test/build/42 and run \`npm test\`\n\`\`\`\nconst answer = 42;\n\`\`\`\nThanks!`;
+    const posted = await post(t, t.owner, { content });
+    const read = await settled(t, t.reader, posted.id);
+    expect(read.translation!.content).toBe(
+      `@owen [ja] ${word} https://example.test/build/42 [ja] and run \`npm test\`\n\`\`\`\nconst answer = 42;\n\`\`\`\n[ja] Thanks!`,
+    );
+    const sent = requestsFor(word).flatMap((request) => request.texts);
+    expect(sent).toEqual(expect.arrayContaining([word, "and run", "Thanks!"]));
+    expect(sent.join("\n")).not.toMatch(/@owen|example\.test|npm test|answer/);
+    // Only a link: nothing to translate.
+    const link = await post(t, t.owner, { content: "https://example.test/only-a-link" });
+    expect((await readAs(t, t.reader, link.id)).translation).toMatchObject({ status: "not_needed" });
+  });
+
+  it("sends identical text into the same language once (the cache)", async () => {
+    const t = await team("ja");
+    const text = unique("Standup in five minutes");
+    const first = await post(t, t.owner, { content: text });
+    await settled(t, t.reader, first.id);
+    const second = await post(t, t.owner, { content: text });
+    const read = await settled(t, t.reader, second.id);
+    expect(read.translation).toMatchObject({ status: "done", content: `[ja] ${text}` });
+    expect(requestsFor(text)).toHaveLength(1);
+    expect(await server.app.deps.db.select().from(translationCache)).not.toHaveLength(0);
+  });
+});
+
+describe("a reader's language", () => {
+  it("applies to the next messages when changed; older ones are translated when read", async () => {
+    const t = await team("ja");
+    const before = unique("Before the change");
+    const old = await post(t, t.owner, { content: before });
+    await settled(t, t.reader, old.id);
+
+    expect((await api.patch("/api/v1/me", { preferred_language: "id" }, { token: t.reader.token })).status).toBe(200);
+    const after = unique("After the change");
+    const next = await post(t, t.owner, { content: after });
+    expect((await settled(t, t.reader, next.id)).translation).toEqual({
+      language: "id",
+      content: `[id] ${after}`,
+      status: "done",
+    });
+    expect(requestsFor(after).map((request) => request.target)).toEqual(["id"]);
+
+    // The older message had no Indonesian translation: reading it asked for one.
+    const older = await settled(t, t.reader, old.id);
+    expect(older.translation).toEqual({ language: "id", content: `[id] ${before}`, status: "done" });
+    expect(requestsFor(before).map((request) => request.target)).toEqual(["ja", "id"]);
+  });
+
+  it("is followed by a live subscription: after a change, translation.ready comes in the new language", async () => {
+    const t = await team("ja");
+    const feed: Feed = await live.attachedChannelFeed(t.reader, t.owner, t.workspaceId, t.channelId);
+    expect((await api.patch("/api/v1/me", { preferred_language: "th" }, { token: t.reader.token })).status).toBe(200);
+    const text = unique("Now in Thai");
+    const posted = await post(t, t.owner, { content: text });
+    const ready = await until(
+      () => feed.received.find((r) => r.event.type === "translation.ready" && r.event.data.message_id === posted.id),
+      "translation.ready in th",
+    );
+    expect(ready.event.data).toMatchObject({ language: "th", content: `[th] ${text}` });
+    expect(feed.messages().find((m) => m.messageId === posted.id)!.event.data.message.translation).toMatchObject({
+      language: "th",
+      status: "pending",
+    });
+  });
+});
+
+describe("a direct message", () => {
+  it("is translated for the other participant, on REST and live", async () => {
+    const [en, ja] = await Promise.all([
+      registerUser(api, { preferred_language: "en" }),
+      registerUser(api, { preferred_language: "ja" }),
+    ]);
+    const conversationId = await live.openConversation(en, ja);
+    const feed = collect((handlers) =>
+      live.chat(ja.token).direct.onConversation.subscribe({ conversation_id: conversationId }, handlers),
+    );
+    await until(() => (feed.isStarted() ? true : undefined), "the conversation feed");
+    const text = unique("See you tomorrow");
+    const posted = await live.postDirect(en, conversationId, text);
+    const ready = await until(
+      () => feed.received.find((r) => r.event.type === "translation.ready"),
+      "translation.ready on the conversation",
+    );
+    expect(ready.event).toMatchObject({
+      conversation_id: conversationId,
+      data: { message_id: posted.id, language: "ja", status: "done", content: `[ja] ${text}` },
+    });
+    const page = await api.get(`/api/v1/direct-conversations/${conversationId}/messages`, { token: ja.token });
+    expect(page.body.data[0].translation).toEqual({ language: "ja", content: `[ja] ${text}`, status: "done" });
+    const mine = await api.get(`/api/v1/direct-conversations/${conversationId}/messages`, { token: en.token });
+    expect(mine.body.data[0].translation).toEqual({ language: "en", content: null, status: "not_needed" });
+  });
+});
+
+describe("when the provider fails", () => {
+  it("delays translations through an outage and loses none", async () => {
+    const t = await team("ja");
+    fake.fail(503);
+    const texts = [unique("Outage one"), unique("Outage two"), unique("Outage three")];
+    const posted = [];
+    for (const text of texts) posted.push(await post(t, t.owner, { content: text }));
+    await until(() => (texts.every((text) => requestsFor(text).length >= 1) ? true : undefined), "first tries");
+    for (const message of posted)
+      expect((await readAs(t, t.reader, message.id)).translation).toMatchObject({ status: "pending" });
+
+    fake.recover();
+    // The retries wait a backoff on the server's clock.
+    server.clock.advance(60_000);
+    for (const [index, message] of posted.entries()) {
+      const read = await settled(t, t.reader, message.id);
+      expect(read.translation).toEqual({ language: "ja", content: `[ja] ${texts[index]}`, status: "done" });
+    }
+  });
+
+  it("waits out a 429 for its Retry-After", async () => {
+    const t = await team("ja");
+    fake.fail(429, { retryAfter: 120, times: 1 });
+    const text = unique("Rate limited");
+    const posted = await post(t, t.owner, { content: text });
+    await until(() => (requestsFor(text).length === 1 ? true : undefined), "the refused try");
+    // A minute later it has not tried again: it was told two.
+    server.clock.advance(60_000);
+    await new Promise((resolve) => setTimeout(resolve, 700));
+    expect(requestsFor(text)).toHaveLength(1);
+    server.clock.advance(61_000);
+    const read = await settled(t, t.reader, posted.id);
+    expect(read.translation).toMatchObject({ status: "done", content: `[ja] ${text}` });
+    expect(requestsFor(text)).toHaveLength(2);
+  });
+
+  it("says failed, live too, when the provider refuses for good (a 400)", async () => {
+    const t = await team("ja");
+    const feed = await live.attachedChannelFeed(t.reader, t.owner, t.workspaceId, t.channelId);
+    fake.fail(400, { times: 1 });
+    const text = unique("Refused");
+    const posted = await post(t, t.owner, { content: text });
+    const read = await settled(t, t.reader, posted.id);
+    expect(read.translation).toEqual({ language: "ja", content: null, status: "failed" });
+    const ready = await until(
+      () => feed.received.find((r) => r.event.type === "translation.ready" && r.event.data.message_id === posted.id),
+      "the failed translation.ready",
+    );
+    expect(ready.event.data).toMatchObject({ status: "failed", content: null });
+    expect(requestsFor(text)).toHaveLength(1);
+    const row = await server.app.deps.db
+      .select()
+      .from(messageTranslations)
+      .where(and(eq(messageTranslations.messageId, posted.id), eq(messageTranslations.language, "ja")));
+    expect(row[0]!.status).toBe("failed");
+  });
+});
