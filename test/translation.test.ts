@@ -6,12 +6,17 @@
 import { randomBytes } from "node:crypto";
 import { and, eq } from "drizzle-orm";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { jobOutbox, messageTranslations, translationCache } from "../db/schema/index.ts";
+import { jobOutbox, messageTranslations, streamEvents, translationCache } from "../db/schema/index.ts";
+import { startWorkers } from "../server/app.ts";
+import { loadConfig } from "../server/config.ts";
+import { translationJobs } from "../server/services/translation/jobs.ts";
+import { createTranslationProvider } from "../server/services/translation/providers/index.ts";
+import { translateMessage } from "../server/services/translation/translate-message.ts";
 import { restClient, type RestClient } from "./helpers/api.ts";
 import { registerUser, type RegisteredUser } from "./helpers/factories.ts";
 import { collect, world, type Feed } from "./helpers/live.ts";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
-import { startFakeLibreTranslate, type FakeTranslator } from "./helpers/translation.ts";
+import { startFakeDeepL, startFakeLibreTranslate, type FakeTranslator } from "./helpers/translation.ts";
 import { until } from "./helpers/wait.ts";
 
 let fake: FakeTranslator;
@@ -41,7 +46,8 @@ const requestsFor = (text: string) => fake.requests.filter((request) => request.
 type Team = { owner: RegisteredUser; reader: RegisteredUser; workspaceId: string; channelId: string };
 
 /** A public workspace of an English owner and a reader of `language` (their user language), in #general. */
-async function team(language = "ja"): Promise<Team> {
+async function team(language = "ja", on: RestClient = api): Promise<Team> {
+  const api = on;
   const [owner, reader] = await Promise.all([
     registerUser(api, { name: "Owen", preferred_language: "en" }),
     registerUser(api, { name: "Rika", preferred_language: language }),
@@ -385,5 +391,135 @@ describe("when the provider fails", () => {
       .from(messageTranslations)
       .where(and(eq(messageTranslations.messageId, posted.id), eq(messageTranslations.language, "ja")));
     expect(row[0]!.status).toBe("failed");
+  });
+});
+
+describe("reading and delivery", () => {
+  it("serves the reader's translation over SSE too", async () => {
+    const t = await team("ja");
+    const feed = await live.attachedChannelFeed(t.reader, t.owner, t.workspaceId, t.channelId, { sse: true });
+    const text = unique("Through SSE");
+    const posted = await post(t, t.owner, { content: text });
+    const ready = await until(
+      () => feed.received.find((r) => r.event.type === "translation.ready" && r.event.data.message_id === posted.id),
+      "translation.ready over SSE",
+    );
+    expect(ready.event.data).toMatchObject({ language: "ja", status: "done", content: `[ja] ${text}` });
+  });
+
+  it("translates a private channel's message for its members' languages only", async () => {
+    const t = await team("en");
+    const outsider = await registerUser(api, { preferred_language: "th" });
+    await api.post(`/api/v1/workspaces/${t.workspaceId}/join`, {}, { token: outsider.token });
+    const channel = await api.post(
+      `/api/v1/workspaces/${t.workspaceId}/channels`,
+      { name: unique("secret"), visibility: "private" },
+      { token: t.owner.token },
+    );
+    expect(channel.status).toBe(201);
+    const text = unique("Private words");
+    const posted = await api.post(
+      `/api/v1/workspaces/${t.workspaceId}/channels/${channel.body.data.id}/messages`,
+      { content: text },
+      { token: t.owner.token },
+    );
+    expect(posted.status).toBe(201);
+    // The only other language in the workspace (th) belongs to someone who cannot read it.
+    expect(await translationRows(posted.body.data.id)).toEqual([]);
+    expect(requestsFor(text)).toEqual([]);
+  });
+
+  it("stores and announces a translation once when its job runs twice (a retried job doubles nothing)", async () => {
+    const t = await team("ja");
+    const text = unique("Exactly once");
+    const posted = await post(t, t.owner, { content: text });
+    await settled(t, t.reader, posted.id);
+    const provider = createTranslationProvider(server.config.translation)!;
+    await translateMessage(server.app.deps, provider, translationJobs.message.payload.parse({ messageId: posted.id }));
+    const events = await server.app.deps.db.select().from(streamEvents);
+    const ready = events.filter(
+      (row) =>
+        (row.payload as { type: string; data: { message_id?: string } }).type === "translation.ready" &&
+        (row.payload as { data: { message_id?: string } }).data.message_id === posted.id,
+    );
+    expect(ready).toHaveLength(1);
+    expect(requestsFor(text)).toHaveLength(1);
+  });
+});
+
+describe("with DeepL", () => {
+  let deepl: FakeTranslator;
+  let deeplServer: TestServer;
+  let deeplApi: RestClient;
+  beforeAll(async () => {
+    deepl = await startFakeDeepL({ apiKey: "deepl-test-key" });
+    deeplServer = await startTestServer({
+      TRANSLATION_PROVIDER: "deepl",
+      TRANSLATION_URL: deepl.url,
+      TRANSLATION_API_KEY: "deepl-test-key",
+    });
+    deeplApi = restClient(deeplServer.url);
+  });
+  afterAll(async () => {
+    await deeplServer?.close();
+    await deepl?.stop();
+  });
+
+  it("translates through the official client for a zh-CN reader", async () => {
+    const t = await team("zh-CN", deeplApi);
+    const text = unique("Release notes are ready");
+    const response = await deeplApi.post(
+      `/api/v1/workspaces/${t.workspaceId}/channels/${t.channelId}/messages`,
+      { content: text },
+      { token: t.owner.token },
+    );
+    expect(response.status).toBe(201);
+    const read = await until(async () => {
+      const page = await deeplApi.get(`/api/v1/workspaces/${t.workspaceId}/channels/${t.channelId}/messages`, {
+        token: t.reader.token,
+      });
+      const message = page.body.data[0];
+      return message.translation.status === "done" ? message : undefined;
+    }, "the DeepL translation");
+    expect(read.translation).toEqual({ language: "zh-CN", content: `[zh-CN] ${text}`, status: "done" });
+    expect(deepl.requests).toHaveLength(1);
+    expect(deepl.requests[0]).toMatchObject({ texts: [text], apiKey: "deepl-test-key" });
+  });
+});
+
+describe.runIf(process.env.REDIS_URL)("a server with WORKERS=off", () => {
+  it("only enqueues; `npm run worker` (startWorkers) translates", async () => {
+    const quiet = await startTestServer({
+      TRANSLATION_PROVIDER: "libretranslate",
+      TRANSLATION_URL: fake.url,
+      WORKERS: "off",
+    });
+    const quietApi = restClient(quiet.url);
+    try {
+      const t = await team("ja", quietApi);
+      const text = unique("Queued for the worker");
+      const posted = await quietApi.post(
+        `/api/v1/workspaces/${t.workspaceId}/channels/${t.channelId}/messages`,
+        { content: text },
+        { token: t.owner.token },
+      );
+      expect(posted.status).toBe(201);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect(requestsFor(text)).toEqual([]);
+      const workers = await startWorkers(loadConfig({ ...quiet.env, PORT: "0" }));
+      try {
+        await until(async () => {
+          const page = await quietApi.get(`/api/v1/workspaces/${t.workspaceId}/channels/${t.channelId}/messages`, {
+            token: t.reader.token,
+          });
+          return page.body.data[0].translation.status === "done" ? true : undefined;
+        }, "the worker's translation");
+      } finally {
+        await workers.close();
+      }
+      expect(requestsFor(text)).toHaveLength(1);
+    } finally {
+      await quiet.close();
+    }
   });
 });
