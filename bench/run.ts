@@ -1,4 +1,4 @@
-// `npm run bench [-- requests|fanout|idle|push ...]`: load scenarios against the real server, started
+// `npm run bench [-- requests|fanout|idle|push|translation ...]`: load scenarios against the real server, started
 // as its own process for each section (PGlite, or PostgreSQL/Redis when DATABASE_URL/REDIS_URL
 // are set). Every loop is bounded in time and count, and only talks to 127.0.0.1. Prints a
 // table per section, then everything as one line of JSON. With no argument, all of them run.
@@ -9,12 +9,17 @@
 //   push      a channel of BENCH_PUSH_MEMBERS (1000) members with one Expo device each (a fake
 //             Expo in this process): post latency at BENCH_PUSH_RATE (20/s) for BENCH_SECONDS (10)
 //             without and with push, time until all of a message's pushes arrived
+//   translation  a channel of BENCH_TRANSLATION_READERS (30) readers in en, ja and zh-CN, a poster in
+//             en, a fake LibreTranslate answering in BENCH_TRANSLATION_DELAY_MS (50): post latency at
+//             BENCH_TRANSLATION_RATE (100/s) for BENCH_SECONDS (10) with translation off and on,
+//             time from post to translation.ready per language, provider calls per message
 import { cpus, totalmem } from "node:os";
 import { runFanout, runIdle } from "./fanout.ts";
 import { runPush } from "./push.ts";
 import { runRequestRows } from "./requests.ts";
+import { runTranslation } from "./translation.ts";
 
-const SECTIONS = ["requests", "fanout", "idle", "push"] as const;
+const SECTIONS = ["requests", "fanout", "idle", "push", "translation"] as const;
 type Section = (typeof SECTIONS)[number];
 
 const asked = process.argv.slice(2).filter((arg) => arg !== "--");
@@ -104,6 +109,58 @@ if (selected.has("push")) {
     },
   ]);
   result.push = push;
+}
+if (selected.has("translation")) {
+  const translation = await runTranslation(log);
+  const dash = (value: number | null | undefined) => value ?? "-";
+  console.table(
+    translation.rows.map((row) => {
+      const all = row.ready.find((ready) => ready.language === "all");
+      return {
+        phase: row.phase,
+        rate: `${row.rate_per_s}/s`,
+        posts: row.posts,
+        "post p50 ms": row.post_p50_ms,
+        "post p95 ms": row.post_p95_ms,
+        "post p99 ms": row.post_p99_ms,
+        "post max ms": row.post_max_ms,
+        "ready p50 ms": dash(all?.p50_ms),
+        "ready p99 ms": dash(all?.p99_ms),
+        "ready max ms": dash(all?.max_ms),
+        "received/expected":
+          row.phase === "translation on" ? `${row.translations_received}/${row.translations_expected}` : "-",
+        "provider req/msg": dash(row.provider_requests_per_message),
+        "texts/req": dash(row.provider_texts_per_request),
+        "server cpu %": row.server_cpu_pct,
+        "pg+redis cpu %": row.stores_cpu_pct,
+        errors: row.post_errors + row.skipped,
+      };
+    }),
+  );
+  console.table(
+    translation.rows
+      .flatMap((row) => row.ready)
+      .map((ready) => ({
+        "post → translation.ready": ready.language,
+        expected: ready.expected,
+        received: ready.received,
+        failed: ready.failed,
+        "wrong content": ready.wrong_content,
+        p50_ms: dash(ready.p50_ms),
+        p95_ms: dash(ready.p95_ms),
+        p99_ms: dash(ready.p99_ms),
+        max_ms: dash(ready.max_ms),
+      })),
+  );
+  console.table([
+    {
+      "post p99 change %": dash(translation.post_p99_increase_pct),
+      "post p99 within 10%": translation.targets.post_p99_within_10pct,
+      "ready p99 under 500 ms": translation.targets.ready_p99_under_500ms,
+      "all translations received": translation.targets.all_translations_received,
+    },
+  ]);
+  result.translation = translation;
 }
 result.total_seconds = Math.round((performance.now() - started) / 1000);
 console.log(JSON.stringify(result));

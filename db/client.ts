@@ -29,6 +29,11 @@ export type DatabaseHandle = {
   close(): Promise<void>;
 };
 
+/** The rows of a raw `execute()`: postgres.js answers them as an array, PGlite as `{rows}`. */
+export function rowsOf<Row>(result: unknown): Row[] {
+  return Array.isArray(result) ? (result as Row[]) : (result as { rows: Row[] }).rows;
+}
+
 export const MIGRATIONS_FOLDER = path.join(path.dirname(fileURLToPath(import.meta.url)), "migrations");
 
 // Any fixed number: every server process takes the same lock so only one migrates at a time.

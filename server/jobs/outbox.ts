@@ -15,7 +15,7 @@
 // Several processes may run the relay: each claims its rows with FOR UPDATE SKIP LOCKED.
 import { randomUUID } from "node:crypto";
 import { and, eq, inArray, isNull, lt, lte, or, sql, type SQL } from "drizzle-orm";
-import type { Database, Executor } from "../../db/client.ts";
+import { rowsOf, type Database, type Executor } from "../../db/client.ts";
 import { jobOutbox } from "../../db/schema/index.ts";
 import type { Clock } from "../clock.ts";
 import { oncePer, type Logger } from "../logger.ts";
@@ -79,8 +79,7 @@ export async function enqueueJob<Payload>(
       where ${condition}
       on conflict (job_id) do nothing
       returning id`);
-    // postgres.js answers the rows, PGlite {rows}.
-    return (Array.isArray(result) ? result : (result as unknown as { rows: unknown[] }).rows).length > 0;
+    return rowsOf(result).length > 0;
   }
   const written = await tx
     .insert(jobOutbox)

@@ -5,8 +5,8 @@
 // 5xx, a timeout) is tried again by a delayed job; after the last try, or at once for a refusal
 // trying again cannot fix, it is stored as "failed" (with its event), so nothing stays pending.
 import { createHash } from "node:crypto";
-import { and, eq, inArray, sql } from "drizzle-orm";
-import type { Transaction } from "../../../db/client.ts";
+import { eq, inArray, sql } from "drizzle-orm";
+import { rowsOf, type Transaction } from "../../../db/client.ts";
 import {
   messageTranslations,
   messages,
@@ -57,44 +57,44 @@ export async function translateMessage(
   provider: TranslationProvider,
   payload: TranslationJobPayload,
 ): Promise<void> {
-  const [message] = await deps.db.select().from(messages).where(eq(messages.id, payload.messageId)).limit(1);
-  if (!message) return; // gone with its channel or conversation: its rows went too
-  const pending = await deps.db
-    .select({ language: messageTranslations.language })
-    .from(messageTranslations)
-    .where(and(eq(messageTranslations.messageId, message.id), eq(messageTranslations.status, "pending")));
-  if (pending.length === 0) return;
+  // The message and the languages still pending for it, in one round trip.
+  const [found] = await deps.db
+    .select({
+      message: messages,
+      pending: sql<Language[] | null>`(select array_agg(${messageTranslations.language}) from ${messageTranslations}
+        where ${messageTranslations.messageId} = ${messages.id} and ${messageTranslations.status} = 'pending')`,
+    })
+    .from(messages)
+    .where(eq(messages.id, payload.messageId))
+    .limit(1);
+  if (!found?.pending?.length) return; // gone with its channel or conversation (its rows went too), or done
+  const { message, pending } = found;
 
   const pieces = splitForTranslation(message.content);
   const texts = proseOf(pieces);
-  const outcomes = await mapLimit(
-    pending.map((row) => row.language),
-    LANGUAGES_AT_ONCE,
-    (language) => translateInto(deps, provider, message, texts, language),
+  const cached = await cachedTranslations(deps, message.language, pending, texts);
+  const outcomes = await mapLimit(pending, LANGUAGES_AT_ONCE, (language) =>
+    translateInto(provider, message, texts, language, cached.get(language)!),
   );
 
   const attempt = payload.attempt ?? 1;
   const retries = outcomes.filter((outcome) => outcome.status === "retry");
   const retryNow = attempt < MAX_TRANSLATION_ATTEMPTS && retries.length > 0;
+  const results = outcomes.flatMap((outcome) => {
+    if (outcome.status === "retry" && retryNow) return [];
+    const status: Exclude<TranslationState, "pending"> = outcome.status === "retry" ? "failed" : outcome.status;
+    const content = outcome.status === "done" ? reassemble(pieces, outcome.translations) : null;
+    return [{ language: outcome.language, status, content }];
+  });
   await writeWithEvents(deps, async (tx, emit) => {
-    await storeCache(tx, deps.clock.now(), message.language, outcomes);
-    for (const outcome of outcomes) {
-      if (outcome.status === "retry" && retryNow) continue;
-      const status: Exclude<TranslationState, "pending"> = outcome.status === "retry" ? "failed" : outcome.status;
-      const content = outcome.status === "done" ? reassemble(pieces, outcome.translations) : null;
-      const stored = await tx
-        .update(messageTranslations)
-        .set({ status, content, updatedAt: deps.clock.now() })
-        .where(
-          and(
-            eq(messageTranslations.messageId, message.id),
-            eq(messageTranslations.language, outcome.language),
-            eq(messageTranslations.status, "pending"),
-          ),
-        )
-        .returning({ language: messageTranslations.language });
-      if (stored.length > 0 && status !== "not_needed")
-        emit(translationReady(message, outcome.language, status, content));
+    const now = deps.clock.now();
+    await storeCache(tx, now, message.language, outcomes);
+    // Only rows still pending: a second run of the same job (a retry after a crash) stores
+    // and announces nothing twice.
+    const stored = await storeResults(tx, now, message.id, results);
+    for (const result of results) {
+      if (result.status !== "not_needed" && stored.has(result.language))
+        emit(translationReady(message, result.language, result.status, result.content));
     }
     if (retryNow) {
       const next = {
@@ -108,7 +108,7 @@ export async function translateMessage(
         attempt + 1,
         retryAfters.length ? Math.max(...retryAfters) : undefined,
       );
-      await enqueueJob(tx, deps.clock.now(), translationJobs.message, next, { jobId: translationJobId(next), delayMs });
+      await enqueueJob(tx, now, translationJobs.message, next, { jobId: translationJobId(next), delayMs });
       deps.logger.info(
         {
           messageId: message.id,
@@ -132,21 +132,39 @@ export async function translateMessage(
   }
 }
 
-/** One language: from the cache what it has, the rest from the provider in batches. */
-async function translateInto(
+/** Per language, the texts the cache already knows (text → translation), in one lookup for all. */
+async function cachedTranslations(
   deps: Deps,
+  source: Language | null,
+  languages: Language[],
+  texts: string[],
+): Promise<Map<Language, Map<string, string>>> {
+  const wanted = new Map<string, { language: Language; text: string }>();
+  for (const language of languages)
+    for (const text of texts) wanted.set(cacheKey(source, language, text), { language, text });
+  const byLanguage = new Map(languages.map((language) => [language, new Map<string, string>()]));
+  if (wanted.size === 0) return byLanguage;
+  const rows = await deps.db
+    .select({ key: translationCache.key, content: translationCache.content })
+    .from(translationCache)
+    .where(inArray(translationCache.key, [...wanted.keys()]));
+  for (const row of rows) {
+    const { language, text } = wanted.get(row.key)!;
+    byLanguage.get(language)!.set(text, row.content);
+  }
+  return byLanguage;
+}
+
+/** One language: what the cache had, the rest from the provider in batches. */
+async function translateInto(
   provider: TranslationProvider,
   message: Message,
   texts: string[],
   language: Language,
+  cached: Map<string, string>,
 ): Promise<Outcome> {
-  const keys = new Map(texts.map((text) => [cacheKey(message.language, language, text), text]));
-  const cached = await deps.db
-    .select({ key: translationCache.key, content: translationCache.content })
-    .from(translationCache)
-    .where(inArray(translationCache.key, [...keys.keys()]));
-  const translations = new Map(cached.map((row) => [keys.get(row.key)!, row.content]));
-  const fromCache = new Set(translations.keys());
+  const translations = new Map(cached);
+  const fromCache = new Set(cached.keys());
   const missing = texts.filter((text) => !translations.has(text));
   try {
     for (let at = 0; at < missing.length; at += provider.batchSize) {
@@ -166,6 +184,29 @@ async function translateInto(
       : { language, status: "retry", reason };
   }
   return { language, status: "done", translations, cached: fromCache };
+}
+
+/** Every language's result in one statement, on rows still pending; resolves with the languages stored. */
+async function storeResults(
+  tx: Transaction,
+  now: Date,
+  messageId: string,
+  results: { language: Language; status: TranslationState; content: string | null }[],
+): Promise<Set<Language>> {
+  if (results.length === 0) return new Set();
+  const values = sql.join(
+    results.map((result) => sql`(${result.language}, ${result.status}, ${result.content}::text)`),
+    sql`, `,
+  );
+  const stored = await tx.execute(sql`
+    update ${messageTranslations} set status = results.status, content = results.content,
+      updated_at = ${now.toISOString()}::timestamptz
+    from (values ${values}) as results (language, status, content)
+    where ${messageTranslations.messageId} = ${messageId}
+      and ${messageTranslations.language} = results.language
+      and ${messageTranslations.status} = 'pending'
+    returning ${messageTranslations.language}`);
+  return new Set(rowsOf<{ language: Language }>(stored).map((row) => row.language));
 }
 
 /** What the provider translated goes into the cache; what the cache answered is marked used. */
