@@ -39,7 +39,10 @@ export const MIGRATIONS_FOLDER = path.join(path.dirname(fileURLToPath(import.met
 // Any fixed number: every server process takes the same lock so only one migrates at a time.
 const MIGRATION_LOCK_ID = 72_410_031;
 
-export async function openDatabase(options: { databaseUrl: string | undefined; dataDir: string }): Promise<DatabaseHandle> {
+export async function openDatabase(options: {
+  databaseUrl: string | undefined;
+  dataDir: string;
+}): Promise<DatabaseHandle> {
   if (options.databaseUrl) {
     const { default: postgres } = await import("postgres");
     const { drizzle } = await import("drizzle-orm/postgres-js");
