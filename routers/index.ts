@@ -16,6 +16,7 @@ import { otpRouter } from "./otp.ts";
 import { passwordResetRouter } from "./password-reset.ts";
 import { socialRouter } from "./social.ts";
 import { tokensRouter } from "./tokens.ts";
+import { webhooksRouter } from "./webhooks.ts";
 
 export const appRouter = router({
   auth: authRouter,
@@ -33,6 +34,7 @@ export const appRouter = router({
   invites: invitesRouter,
   messages: messagesRouter,
   direct: directRouter,
+  webhooks: webhooksRouter,
 });
 
 export type AppRouter = typeof appRouter;

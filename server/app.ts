@@ -101,7 +101,7 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
     events,
     relay,
     credentials,
-    throttle: createThrottle({ redis, prefix: config.redisPrefix }),
+    throttle: createThrottle({ redis, prefix: config.redisPrefix, webhookQuotaPerHour: config.webhookQuotaPerHour }),
     singleUse: createSingleUseStore({ redis, prefix: config.redisPrefix, db: database.db, clock }),
     social: new SocialProviders(config.socialProviders, logger),
     storage,

@@ -18,6 +18,7 @@ const ID_PREFIXES = {
   device: "dev",
   room: "room",
   webhook: "whk",
+  webhookRequest: "whr",
   outboundWebhook: "owh",
   delivery: "dlv",
   event: "evt",

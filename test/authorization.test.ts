@@ -78,7 +78,16 @@ const manages = (caller: Caller) => ROLE[caller] === "owner" || ROLE[caller] ===
 
 /** Which id of a call's input names the record at this level. */
 type Level =
-  "workspace" | "channel" | "member" | "invite" | "conversation" | "token" | "device" | "attachment" | "message";
+  | "workspace"
+  | "channel"
+  | "member"
+  | "invite"
+  | "webhook"
+  | "conversation"
+  | "token"
+  | "device"
+  | "attachment"
+  | "message";
 /** A record on a call's path, and who may see it. */
 type Link = {
   level: Level;
@@ -98,6 +107,8 @@ const R = {
   },
   member: { level: "member", what: "a workspace member", visibleTo: inWorkspace },
   invite: { level: "invite", what: "an invite (owners and admins only)", visibleTo: manages },
+  /** Webhooks: a plain member is refused (403) rather than told they do not exist (contract). */
+  webhook: { level: "webhook", what: "an inbound webhook", visibleTo: inWorkspace },
   conversation: {
     level: "conversation",
     what: "the direct conversation",
@@ -585,6 +596,48 @@ const WALK: Walk = {
     },
   ],
 
+  // ---- inbound webhooks (owners and admins) ----
+  "webhooks.list": [
+    {
+      chain: [R.workspace],
+      may: manages,
+      target: workspaceTarget,
+      input: (t) => ({ workspace_id: idOf(t, "workspace") }),
+    },
+  ],
+  "webhooks.create": [
+    {
+      chain: [R.workspace],
+      may: manages,
+      target: workspaceTarget,
+      input: (t) => ({ workspace_id: idOf(t, "workspace"), name: `Hook ${hex()}` }),
+    },
+  ],
+  "webhooks.update": [
+    {
+      chain: [R.workspace, R.webhook],
+      may: manages,
+      target: freshWebhook,
+      input: (t) => ({ workspace_id: idOf(t, "workspace"), id: idOf(t, "webhook"), name: `Renamed ${hex()}` }),
+    },
+  ],
+  "webhooks.delete": [
+    {
+      chain: [R.workspace, R.webhook],
+      may: manages,
+      target: freshWebhook,
+      input: (t) => ({ workspace_id: idOf(t, "workspace"), id: idOf(t, "webhook") }),
+    },
+  ],
+  "webhooks.requests": [
+    {
+      chain: [R.workspace, R.webhook],
+      may: manages,
+      target: freshWebhook,
+      input: (t) => ({ workspace_id: idOf(t, "workspace"), id: idOf(t, "webhook") }),
+    },
+  ],
+
   // ---- channel messages ----
   "messages.list": [
     ...CHANNEL_KINDS.map((kind) => ({
@@ -871,6 +924,7 @@ function ghostOf(target: Target, level: Level): Target {
     channel: "ch",
     member: "mem",
     invite: "inv",
+    webhook: "whk",
     conversation: "dm",
     token: "tok",
     device: "dev",
@@ -1267,6 +1321,23 @@ async function createInvite(
     "invite create",
   );
   return body.data;
+}
+
+/** A fresh webhook of the fixture workspace; its secrets are secret from everyone but managers. */
+async function freshWebhook(): Promise<Target> {
+  const body = ok(
+    await ctx.api.post(
+      `/api/v1/workspaces/${w.workspace.id}/webhooks`,
+      { name: `Hook ${hex()}` },
+      { token: w.users.owner.token },
+    ),
+    201,
+    "webhook create",
+  );
+  return {
+    ids: { workspace: w.workspace.id, webhook: body.data.id },
+    secrets: { webhook: [body.data.secret, body.data.signing_secret] },
+  };
 }
 
 async function createLobbyInvite(): Promise<string> {

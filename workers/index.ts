@@ -7,12 +7,14 @@ import type { PushProviders } from "../server/services/push/delivery.ts";
 import type { TranslationProvider } from "../server/services/translation/provider.ts";
 import { translationJobs } from "../server/services/translation/jobs.ts";
 import { accountJobs, PRUNE_EXPIRED_CREDENTIALS_EVERY_MS } from "../server/services/accounts/jobs.ts";
+import { PRUNE_WEBHOOK_LOG_EVERY_MS, webhookJobs } from "../server/services/webhooks/jobs.ts";
 import { fileJobs, PRUNE_STAGED_FILES_EVERY_MS, PURGE_DELETED_FILES_EVERY_MS } from "../server/services/files/jobs.ts";
 import { accountHandlers } from "./accounts.ts";
 import { fileHandlers } from "./files.ts";
 import { mailHandlers } from "./mail.ts";
 import { pushHandlers } from "./push.ts";
 import { translationHandlers } from "./translation.ts";
+import { webhookHandlers } from "./webhooks.ts";
 
 export function buildJobHandlers(
   deps: Deps,
@@ -24,6 +26,7 @@ export function buildJobHandlers(
     ...translationHandlers(deps, services.translation),
     ...fileHandlers(deps),
     ...accountHandlers(deps),
+    ...webhookHandlers(deps),
   ]);
 }
 
@@ -33,4 +36,5 @@ export async function scheduleRecurringJobs(deps: Deps): Promise<void> {
   await deps.jobs.repeat(fileJobs.purgeDeleted, {}, PURGE_DELETED_FILES_EVERY_MS);
   await deps.jobs.repeat(accountJobs.pruneExpired, {}, PRUNE_EXPIRED_CREDENTIALS_EVERY_MS);
   await deps.jobs.repeat(translationJobs.pruneCache, {}, 24 * 3600_000);
+  await deps.jobs.repeat(webhookJobs.prune, {}, PRUNE_WEBHOOK_LOG_EVERY_MS);
 }

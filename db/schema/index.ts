@@ -10,3 +10,4 @@ export * from "./events.ts";
 export * from "./job-outbox.ts";
 export * from "./push-devices.ts";
 export * from "./translations.ts";
+export * from "./webhooks.ts";

@@ -6,7 +6,7 @@ import { parseJsonWithinLimits } from "./json-limits.ts";
 
 export const MAX_JSON_BODY_BYTES = 1024 * 1024;
 
-export type ParsedBody = { raw: Buffer; value: Record<string, unknown> | undefined };
+export type ParsedBody = { raw: Buffer; value: Record<string, unknown> };
 
 export async function readRawBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   const declared = Number(req.headers["content-length"] ?? 0);
@@ -27,7 +27,7 @@ export async function readRawBody(req: IncomingMessage, limit: number): Promise<
   return Buffer.concat(chunks);
 }
 
-function mediaType(req: IncomingMessage): string | undefined {
+export function mediaType(req: IncomingMessage): string | undefined {
   return req.headers["content-type"]?.split(";")[0]?.trim().toLowerCase();
 }
 
@@ -37,10 +37,14 @@ function mediaType(req: IncomingMessage): string | undefined {
  */
 export async function readBody(req: IncomingMessage): Promise<ParsedBody> {
   const raw = await readRawBody(req, MAX_JSON_BODY_BYTES);
-  if (raw.length === 0) return { raw, value: {} };
-  const type = mediaType(req);
+  return { raw, value: parseBody(raw, mediaType(req)) };
+}
+
+/** readBody's parse, for a body already read (webhook posting keeps the raw bytes it signs). */
+export function parseBody(raw: Buffer, type: string | undefined): Record<string, unknown> {
+  if (raw.length === 0) return {};
   if (type === "application/x-www-form-urlencoded") {
-    return { raw, value: Object.fromEntries(new URLSearchParams(raw.toString("utf8"))) };
+    return Object.fromEntries(new URLSearchParams(raw.toString("utf8")));
   }
   if (type !== undefined && type !== "application/json" && !type.endsWith("+json")) {
     throw new AppError("unsupported_media_type", "Unsupported Media Type: send application/json.");
@@ -50,5 +54,5 @@ export async function readBody(req: IncomingMessage): Promise<ParsedBody> {
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
     throw new AppError("bad_request", "The request body must be a JSON object.");
   }
-  return { raw, value: value as Record<string, unknown> };
+  return value as Record<string, unknown>;
 }

@@ -12,6 +12,7 @@ import { MAX_JSON_BODY_BYTES, readBody, readRawBody } from "./body.ts";
 import { trustedOrigins } from "./cookies.ts";
 import { serveDocs } from "./docs.ts";
 import { fileRoute } from "./file-routes.ts";
+import { webhookRoute } from "./webhook-route.ts";
 import { JSON_TOO_DEEP_MESSAGE, jsonNestsDeeperThan, MAX_JSON_DEPTH } from "./json-limits.ts";
 import { buildOpenApiDocument } from "./openapi.ts";
 import { sendJson } from "./respond.ts";
@@ -160,6 +161,8 @@ export function createRequestListener(deps: Deps, router: AppRouter, readiness: 
     // Multipart upload and binary downloads: plain routes, read before any JSON body parsing.
     const attachmentRoute = fileRoute(req.method, pathname);
     if (attachmentRoute) return attachmentRoute(deps, req, res);
+    const postingRoute = webhookRoute(pathname);
+    if (postingRoute) return postingRoute(deps, req, res);
     if (pathname.startsWith("/api/v1/")) {
       req.url = withoutInheritedQueryKeys(url, req.url!);
       if (req.method !== "GET" && req.method !== "HEAD") {

@@ -33,7 +33,11 @@ export const THROTTLE_RULES = {
   changePassword: { points: 5, durationSeconds: 60 },
 } as const;
 
-export type ThrottleBucket = keyof typeof THROTTLE_RULES;
+/** Inbound webhook requests per workspace per hour (WEBHOOK_QUOTA_PER_HOUR), rejected ones too. */
+const webhookQuotaRule = (perHour: number) => ({ points: perHour, durationSeconds: 3600 });
+
+export type ThrottleBucket = keyof typeof THROTTLE_RULES | "webhookQuota";
+type ThrottleRule = { points: number; durationSeconds: number };
 
 export type ThrottleState = { limit: number; remaining: number };
 
@@ -43,14 +47,19 @@ export interface Throttle {
   reset(bucket: ThrottleBucket, key: string): Promise<void>;
 }
 
-export function createThrottle(options: { redis: Redis | undefined; prefix: string }): Throttle {
+export function createThrottle(options: {
+  redis: Redis | undefined;
+  prefix: string;
+  webhookQuotaPerHour: number;
+}): Throttle {
+  const rules: Record<ThrottleBucket, ThrottleRule> = {
+    ...THROTTLE_RULES,
+    webhookQuota: webhookQuotaRule(options.webhookQuotaPerHour),
+  };
   const limiters = new Map<ThrottleBucket, RateLimiterAbstract>();
   /** With Redis: each bucket's in-memory stand-in while Redis is away. */
   const insurances = new Map<ThrottleBucket, RateLimiterMemory>();
-  for (const [bucket, rule] of Object.entries(THROTTLE_RULES) as [
-    ThrottleBucket,
-    (typeof THROTTLE_RULES)[ThrottleBucket],
-  ][]) {
+  for (const [bucket, rule] of Object.entries(rules) as [ThrottleBucket, ThrottleRule][]) {
     const common = {
       keyPrefix: `${options.prefix}:throttle:${bucket}`,
       points: rule.points,
@@ -76,7 +85,7 @@ export function createThrottle(options: { redis: Redis | undefined; prefix: stri
 
   return {
     async hit(bucket, key) {
-      const limit = THROTTLE_RULES[bucket].points;
+      const limit = rules[bucket].points;
       try {
         const result = await limiterFor(bucket).consume(key);
         return { limit, remaining: result.remainingPoints };

@@ -42,6 +42,11 @@ export type PostMessageInput = {
   parentMessageId?: string | null | undefined;
   type?: MessageType | null | undefined;
   skipTranslation?: boolean | null | undefined;
+  /**
+   * Rows the caller writes with the message, in its transaction (an inbound webhook's request
+   * log entry and idempotency key); throwing rolls the message back.
+   */
+  alsoWrite?: ((tx: Transaction, record: MessageRecord) => Promise<void>) | undefined;
 };
 
 /** Claims the poster's staged files, in order; 422 attachment_ids.N for the first that is not theirs to claim. */
@@ -84,7 +89,8 @@ async function checkParent(tx: Transaction, target: MessageTarget, parentId: str
 /**
  * Writes the message and publishes its event. Returns null, writing nothing, when a user
  * author may not post to the target (not a member of the channel and its workspace, or not a
- * participant of the conversation): the caller knows which error to give. The check locks the
+ * participant of the conversation), or a bot's channel is not one of its workspace: the
+ * caller knows which error to give. The check locks the
  * membership it found until the commit, so a member removed meanwhile cannot slip a message in.
  */
 export async function postMessage(deps: Deps, input: PostMessageInput): Promise<MessageRecord | null> {
@@ -123,6 +129,8 @@ export async function postMessage(deps: Deps, input: PostMessageInput): Promise<
       const membership = await userMayPost(tx, authorUser.id, input.target);
       if (!membership) return null;
       message.language = readerLanguageOf(authorUser, membership.memberLanguage);
+    } else if (!(await botMayPost(tx, input.target))) {
+      return null;
     }
     if (message.parentMessageId) await checkParent(tx, input.target, message.parentMessageId);
     await tx.insert(messages).values(message);
@@ -146,7 +154,9 @@ export async function postMessage(deps: Deps, input: PostMessageInput): Promise<
       message.language === null
         ? null
         : translationView(translationEnabled(deps.config), message, message.language, undefined);
-    return toMessageRecord(message, authorUser, claimed, deps.config.appUrl, view);
+    const record = toMessageRecord(message, authorUser, claimed, deps.config.appUrl, view);
+    await input.alsoWrite?.(tx, record);
+    return record;
   });
   if (record && jobsQueued) deps.jobOutbox.wake();
   return record;
@@ -186,6 +196,20 @@ async function userMayPost(
           // queue here rather than deadlock on upgrading two shared locks.
           .for("no key update");
   return rows[0] ?? null;
+}
+
+/**
+ * A bot (an inbound webhook) posts into any channel of its workspace, never into a
+ * conversation; the channel is locked until the commit, so it cannot go meanwhile.
+ */
+async function botMayPost(tx: Transaction, target: MessageTarget): Promise<boolean> {
+  if (target.kind !== "channel") return false;
+  const rows = await tx
+    .select({ id: channels.id })
+    .from(channels)
+    .where(and(eq(channels.id, target.channelId), eq(channels.workspaceId, target.workspaceId)))
+    .for("share");
+  return rows.length > 0;
 }
 
 /** Where a message's events go: its channel's or its conversation's stream, with their scope. */
