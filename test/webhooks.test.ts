@@ -278,6 +278,14 @@ describe("inbound webhook management", () => {
     expect((await withSecret(fresh, { content: "gone", channel_id: t.channelId })).status).toBe(404);
   });
 
+  it("is in the OpenAPI document: the management paths and the plain posting route", async () => {
+    const document = await api.get("/api/v1/openapi.json");
+    const paths = document.body.paths as Record<string, Record<string, { security?: unknown[] }>>;
+    expect(Object.keys(paths["/api/v1/workspaces/{workspace_id}/webhooks"]!).sort()).toEqual(["get", "post"]);
+    expect(paths["/api/v1/workspaces/{workspace_id}/webhooks/{id}/requests"]!.get).toBeDefined();
+    expect(paths["/webhooks/{webhook}/messages"]!.post!.security).toEqual([]);
+  });
+
   it("is the same procedure over typed RPC", async () => {
     const t = await team();
     const client = live.chat(t.owner.token);

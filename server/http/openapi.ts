@@ -5,7 +5,7 @@ import { generateOpenApiDocument, type OpenAPIObject } from "trpc-to-openapi";
 import { z } from "zod";
 import type { AppRouter } from "../../routers/index.ts";
 import { dataOf } from "../records/common.ts";
-import { attachmentRecord } from "../records/message.ts";
+import { attachmentRecord, messageRecord } from "../records/message.ts";
 import { procedureMetas, type ProcedureMeta } from "../trpc.ts";
 
 type SchemaObject = NonNullable<NonNullable<OpenAPIObject["components"]>["schemas"]>[string];
@@ -76,6 +76,61 @@ const attachmentDownload = (kind: string): PathItem => ({
   },
 });
 
+const { $schema: _messageDialect, ...messageResponse } = z.toJSONSchema(dataOf(messageRecord));
+
+const webhookPosting: PathItem = {
+  post: {
+    summary: "Post into a channel as an inbound webhook's bot",
+    description:
+      "No bearer token: the webhook's secret in X-Service-Webhook-Secret (or the body field `secret`), or, when the webhook has signature_required, X-Service-Signature: t=<unix>,v1=<lowercase hex HMAC-SHA256 of \"<t>.<raw body>\" keyed with the signing secret>, within 300 s. Idempotency-Key (1..255) replays the first success for 24 hours with Idempotent-Replayed: true. Every request that names a webhook counts against the workspace's WEBHOOK_QUOTA_PER_HOUR and is written to its request log (docs/webhooks.md).",
+    tags: ["Inbound webhooks"],
+    security: [],
+    parameters: [
+      { name: "webhook", in: "path", required: true, schema: { type: "string" } },
+      { name: "X-Service-Webhook-Secret", in: "header", required: false, schema: { type: "string" } },
+      { name: "X-Service-Signature", in: "header", required: false, schema: { type: "string" } },
+      { name: "Idempotency-Key", in: "header", required: false, schema: { type: "string", maxLength: 255 } },
+    ],
+    requestBody: {
+      required: true,
+      content: {
+        "application/json": {
+          schema: {
+            type: "object",
+            required: ["content"],
+            properties: {
+              content: { type: "string", minLength: 1, maxLength: 40_000 },
+              channel_id: { type: "string", description: "default: the webhook's default_channel_id" },
+              skip_translation: { type: "boolean" },
+              secret: { type: "string", description: "the static secret, when not sent as a header" },
+            },
+          },
+        },
+      },
+    },
+    responses: {
+      "201": {
+        description: "Posted (or, with Idempotent-Replayed: true, the first answer to this Idempotency-Key)",
+        headers: { "Idempotent-Replayed": { schema: { type: "string", const: "true" } } },
+        content: { "application/json": { schema: messageResponse as SchemaObject } },
+      },
+      "400": STANDARD_ERRORS["400"],
+      "401": errorResponse(
+        "Missing or wrong secret; missing, malformed or wrong signature; timestamp outside ±300 s",
+        "ErrorMessage",
+      ),
+      "403": errorResponse("The webhook is inactive", "ErrorMessage"),
+      "404": errorResponse("No such webhook", "ErrorMessage"),
+      "413": errorResponse("The body is larger than 1 MiB", "ErrorMessage"),
+      "422": errorResponse(
+        "content, channel_id, skip_translation, attachment_ids or idempotency_key",
+        "ValidationError",
+      ),
+      "429": STANDARD_ERRORS["429"],
+    },
+  },
+};
+
 /** Plain routes that are not procedures; listed so the document covers every path. */
 const PLAIN_PATHS: Record<string, PathItem> = {
   "/api/v1/files": {
@@ -112,6 +167,7 @@ const PLAIN_PATHS: Record<string, PathItem> = {
   },
   "/api/v1/message-attachments/{attachment_id}/download": attachmentDownload("channel message"),
   "/api/v1/direct-message-attachments/{attachment_id}/download": attachmentDownload("direct message"),
+  "/webhooks/{webhook}/messages": webhookPosting,
   "/healthz": {
     get: {
       summary: "Liveness: 200 while the process is up",
