@@ -447,6 +447,40 @@ describe("reading and delivery", () => {
   });
 });
 
+describe("bot posts (inbound webhooks)", () => {
+  it("translates a webhook's post, whose language the provider detects, for a ja reader", async () => {
+    const t = await team("ja");
+    const created = await api.post(
+      `/api/v1/workspaces/${t.workspaceId}/webhooks`,
+      { name: "CI", default_channel_id: t.channelId },
+      { token: t.owner.token },
+    );
+    expect(created.status).toBe(201);
+    const text = unique("Deploy finished");
+    const posted = await fetch(created.body.data.url as string, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", "X-Service-Webhook-Secret": created.body.data.secret },
+      body: JSON.stringify({ content: text }),
+    });
+    expect(posted.status).toBe(201);
+    const { data } = (await posted.json()) as { data: { id: string; translation: unknown } };
+    // A bot has no reader's view of its own post.
+    expect(data.translation).toBeNull();
+    const read = await settled(t, t.reader, data.id);
+    expect(read.translation).toEqual({ language: "ja", status: "done", content: `[ja] ${text}` });
+    // Sent for detection (no source), once for ja; the English owner's copy the provider
+    // detected as English is not_needed.
+    expect(requestsFor(text).map((request) => [request.target, request.source])).toEqual(
+      expect.arrayContaining([["ja", null]]),
+    );
+    const ownerView = await until(async () => {
+      const message = await readAs(t, t.owner, data.id);
+      return message.translation?.status === "pending" ? undefined : message;
+    }, "the owner's view to settle");
+    expect(ownerView.translation).toEqual({ language: "en", status: "not_needed", content: null });
+  });
+});
+
 describe("with DeepL", () => {
   let deepl: FakeTranslator;
   let deeplServer: TestServer;
