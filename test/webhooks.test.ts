@@ -11,24 +11,17 @@ import { startApp, type App } from "../server/app.ts";
 import { loadConfig } from "../server/config.ts";
 import { pruneWebhookRecords } from "../server/services/webhooks/jobs.ts";
 import { signWebhookBody } from "../server/services/webhooks/signature.ts";
-import { restClient, type ApiResponse, type RestClient } from "./helpers/api.ts";
+import { restClient, type ApiResponse } from "./helpers/api.ts";
 import { createWorkspaceWithGeneral, registerUser, type RegisteredUser } from "./helpers/factories.ts";
 import { collect, world } from "./helpers/live.ts";
-import { startTestServer, type TestServer } from "./helpers/server.ts";
+import { startTestServer, useTestServer, type TestServer } from "./helpers/server.ts";
 import { until } from "./helpers/wait.ts";
 
-let server: TestServer;
-let api: RestClient;
+const ctx = useTestServer();
 const live = world(
-  () => server,
-  () => api,
+  () => ctx.server,
+  () => ctx.api,
 );
-
-beforeAll(async () => {
-  server = await startTestServer();
-  api = restClient(server.url);
-});
-afterAll(() => server?.close());
 
 type Webhook = {
   id: string;
@@ -49,12 +42,12 @@ type Webhook = {
 type Team = { owner: RegisteredUser; workspaceId: string; channelId: string };
 
 async function team(): Promise<Team> {
-  const owner = await registerUser(api, { name: "Olga" });
-  return { owner, ...(await createWorkspaceWithGeneral(api, owner)) };
+  const owner = await registerUser(ctx.api, { name: "Olga" });
+  return { owner, ...(await createWorkspaceWithGeneral(ctx.api, owner)) };
 }
 
 async function createWebhook(t: Team, fields: Record<string, unknown> = {}): Promise<Webhook> {
-  const response = await api.post(
+  const response = await ctx.api.post(
     `/api/v1/workspaces/${t.workspaceId}/webhooks`,
     { name: "CI", default_channel_id: t.channelId, bot_name: "CI bot", ...fields },
     { token: t.owner.token },
@@ -68,7 +61,7 @@ async function postRaw(
   webhookId: string,
   raw: string | Buffer,
   headers: Record<string, string> = {},
-  base = server.url,
+  base = ctx.server.url,
 ): Promise<ApiResponse> {
   const response = await fetch(`${base}/webhooks/${webhookId}/messages`, {
     method: "POST",
@@ -82,12 +75,12 @@ async function postRaw(
 const withSecret = (hook: Webhook, body: Record<string, unknown>, headers: Record<string, string> = {}) =>
   postRaw(hook.id, JSON.stringify(body), { "X-Service-Webhook-Secret": hook.secret, ...headers });
 
-const nowSeconds = () => Math.floor(server.clock.now().getTime() / 1000);
+const nowSeconds = () => Math.floor(ctx.server.clock.now().getTime() / 1000);
 const signature = (hook: Webhook, raw: string, t = nowSeconds()) =>
   `t=${t},v1=${signWebhookBody(hook.signing_secret, t, raw)}`;
 
 async function logOf(t: Team, hook: Webhook, query = "") {
-  const response = await api.get(`/api/v1/workspaces/${t.workspaceId}/webhooks/${hook.id}/requests${query}`, {
+  const response = await ctx.api.get(`/api/v1/workspaces/${t.workspaceId}/webhooks/${hook.id}/requests${query}`, {
     token: t.owner.token,
   });
   expect(response.status).toBe(200);
@@ -107,7 +100,7 @@ async function logOf(t: Team, hook: Webhook, query = "") {
 }
 
 async function channelContents(t: Team): Promise<string[]> {
-  const response = await api.get(`/api/v1/workspaces/${t.workspaceId}/channels/${t.channelId}/messages`, {
+  const response = await ctx.api.get(`/api/v1/workspaces/${t.workspaceId}/channels/${t.channelId}/messages`, {
     token: t.owner.token,
   });
   return (response.body.data as { content: string }[]).map((message) => message.content);
@@ -147,7 +140,7 @@ describe("inbound webhook management", () => {
       bot_avatar_url: "https://example.test/bot.png",
       signature_required: false,
       is_active: true,
-      url: `${server.url}/webhooks/${hook.id}/messages`,
+      url: `${ctx.server.url}/webhooks/${hook.id}/messages`,
     });
     expect(hook.id).toMatch(/^whk_[0-9A-Z]{26}$/);
     // 32 random bytes each, base64url: 43 characters after the prefix.
@@ -155,13 +148,13 @@ describe("inbound webhook management", () => {
     expect(hook.signing_secret).toMatch(/^whsign_[A-Za-z0-9_-]{43}$/);
     expect(hook.secret).not.toBe(hook.signing_secret);
 
-    const list = await api.get(`/api/v1/workspaces/${t.workspaceId}/webhooks`, { token: t.owner.token });
+    const list = await ctx.api.get(`/api/v1/workspaces/${t.workspaceId}/webhooks`, { token: t.owner.token });
     expect(list.status).toBe(200);
     expect(list.body.data).toEqual([hook]);
     expect(list.body.meta).toEqual({ total: 1 });
 
     // Stored sealed: the table holds neither secret as sent.
-    const [row] = await server.app.deps.db.select().from(inboundWebhooks).where(eq(inboundWebhooks.id, hook.id));
+    const [row] = await ctx.server.app.deps.db.select().from(inboundWebhooks).where(eq(inboundWebhooks.id, hook.id));
     expect(JSON.stringify(row)).not.toContain(hook.secret.slice(4));
     expect(JSON.stringify(row)).not.toContain(hook.signing_secret.slice(7));
   });
@@ -170,21 +163,21 @@ describe("inbound webhook management", () => {
     const t = await team();
     const hook = await createWebhook(t);
     const [admin, member, stranger] = await Promise.all([
-      registerUser(api, { name: "Ada" }),
-      registerUser(api, { name: "Mo" }),
-      registerUser(api, { name: "Sam" }),
+      registerUser(ctx.api, { name: "Ada" }),
+      registerUser(ctx.api, { name: "Mo" }),
+      registerUser(ctx.api, { name: "Sam" }),
     ]);
     for (const user of [admin, member]) {
-      const invite = await api.post(`/api/v1/workspaces/${t.workspaceId}/invites`, {}, { token: t.owner.token });
+      const invite = await ctx.api.post(`/api/v1/workspaces/${t.workspaceId}/invites`, {}, { token: t.owner.token });
       expect(
-        (await api.post(`/api/v1/invites/${invite.body.data.token}/accept`, {}, { token: user.token })).status,
+        (await ctx.api.post(`/api/v1/invites/${invite.body.data.token}/accept`, {}, { token: user.token })).status,
       ).toBe(200);
     }
-    const members = await api.get(`/api/v1/workspaces/${t.workspaceId}/members`, { token: t.owner.token });
+    const members = await ctx.api.get(`/api/v1/workspaces/${t.workspaceId}/members`, { token: t.owner.token });
     const adminMember = (members.body.data as { id: string; user_id: number }[]).find((m) => m.user_id === admin.id)!;
     expect(
       (
-        await api.put(
+        await ctx.api.put(
           `/api/v1/workspaces/${t.workspaceId}/members/${adminMember.id}`,
           { role: "admin" },
           { token: t.owner.token },
@@ -193,25 +186,25 @@ describe("inbound webhook management", () => {
     ).toBe(200);
 
     const base = `/api/v1/workspaces/${t.workspaceId}/webhooks`;
-    const adminList = await api.get(base, { token: admin.token });
+    const adminList = await ctx.api.get(base, { token: admin.token });
     expect(adminList.status).toBe(200);
     expect(adminList.body.data[0].secret).toBe(hook.secret);
-    const byAdmin = await api.post(base, { name: "Monitoring" }, { token: admin.token });
+    const byAdmin = await ctx.api.post(base, { name: "Monitoring" }, { token: admin.token });
     expect(byAdmin.status).toBe(201);
 
     for (const [user, status] of [
       [member, 403],
       [stranger, 404],
     ] as const) {
-      expect((await api.get(base, { token: user.token })).status).toBe(status);
-      expect((await api.post(base, { name: "X" }, { token: user.token })).status).toBe(status);
-      expect((await api.put(`${base}/${hook.id}`, { name: "X" }, { token: user.token })).status).toBe(status);
-      expect((await api.delete(`${base}/${hook.id}`, { token: user.token })).status).toBe(status);
-      expect((await api.get(`${base}/${hook.id}/requests`, { token: user.token })).status).toBe(status);
+      expect((await ctx.api.get(base, { token: user.token })).status).toBe(status);
+      expect((await ctx.api.post(base, { name: "X" }, { token: user.token })).status).toBe(status);
+      expect((await ctx.api.put(`${base}/${hook.id}`, { name: "X" }, { token: user.token })).status).toBe(status);
+      expect((await ctx.api.delete(`${base}/${hook.id}`, { token: user.token })).status).toBe(status);
+      expect((await ctx.api.get(`${base}/${hook.id}/requests`, { token: user.token })).status).toBe(status);
     }
-    expect((await api.get(base, {})).status).toBe(401);
+    expect((await ctx.api.get(base, {})).status).toBe(401);
     // Nothing changed by the refused calls.
-    const after = await api.get(base, { token: t.owner.token });
+    const after = await ctx.api.get(base, { token: t.owner.token });
     expect(after.body.data.map((w: Webhook) => w.name).sort()).toEqual(["CI", "Monitoring"]);
   });
 
@@ -219,7 +212,7 @@ describe("inbound webhook management", () => {
     const t = await team();
     const other = await team();
     const base = `/api/v1/workspaces/${t.workspaceId}/webhooks`;
-    const create = (body: Record<string, unknown>) => api.post(base, body, { token: t.owner.token });
+    const create = (body: Record<string, unknown>) => ctx.api.post(base, body, { token: t.owner.token });
     const fieldOf = (response: ApiResponse) => Object.keys(response.body.errors ?? {});
 
     expect(fieldOf(await create({}))).toEqual(["name"]);
@@ -243,7 +236,7 @@ describe("inbound webhook management", () => {
     const t = await team();
     const hook = await createWebhook(t);
     const path = `/api/v1/workspaces/${t.workspaceId}/webhooks/${hook.id}`;
-    const renamed = await api.put(
+    const renamed = await ctx.api.put(
       path,
       { name: "Deploys", bot_name: null, default_channel_id: null },
       { token: t.owner.token },
@@ -252,34 +245,39 @@ describe("inbound webhook management", () => {
     expect(renamed.body.data).toMatchObject({ name: "Deploys", bot_name: null, default_channel_id: null });
     expect(renamed.body.data.secret).toBe(hook.secret);
 
-    const regenerated = await api.put(path, { regenerate_secret: true }, { token: t.owner.token });
+    const regenerated = await ctx.api.put(path, { regenerate_secret: true }, { token: t.owner.token });
     expect(regenerated.body.data.secret).not.toBe(hook.secret);
     expect(regenerated.body.data.signing_secret).toBe(hook.signing_secret);
     const fresh = regenerated.body.data as Webhook;
     expect((await withSecret(hook, { content: "old", channel_id: t.channelId })).status).toBe(401);
     expect((await withSecret(fresh, { content: "new", channel_id: t.channelId })).status).toBe(201);
 
-    const resigned = await api.put(path, { regenerate_signing_secret: true }, { token: t.owner.token });
+    const resigned = await ctx.api.put(path, { regenerate_signing_secret: true }, { token: t.owner.token });
     expect(resigned.body.data.signing_secret).not.toBe(hook.signing_secret);
     expect(resigned.body.data.secret).toBe(fresh.secret);
 
     const other = await team();
     expect(
-      (await api.put(path.replace(t.workspaceId, other.workspaceId), { name: "x" }, { token: other.owner.token }))
+      (await ctx.api.put(path.replace(t.workspaceId, other.workspaceId), { name: "x" }, { token: other.owner.token }))
         .status,
     ).toBe(404);
     expect(
-      (await api.put(`/api/v1/workspaces/${t.workspaceId}/webhooks/whk_nope`, { name: "x" }, { token: t.owner.token }))
-        .status,
+      (
+        await ctx.api.put(
+          `/api/v1/workspaces/${t.workspaceId}/webhooks/whk_nope`,
+          { name: "x" },
+          { token: t.owner.token },
+        )
+      ).status,
     ).toBe(404);
 
-    expect((await api.delete(path, { token: t.owner.token })).status).toBe(204);
-    expect((await api.delete(path, { token: t.owner.token })).status).toBe(404);
+    expect((await ctx.api.delete(path, { token: t.owner.token })).status).toBe(204);
+    expect((await ctx.api.delete(path, { token: t.owner.token })).status).toBe(404);
     expect((await withSecret(fresh, { content: "gone", channel_id: t.channelId })).status).toBe(404);
   });
 
   it("is in the OpenAPI document: the management paths and the plain posting route", async () => {
-    const document = await api.get("/api/v1/openapi.json");
+    const document = await ctx.api.get("/api/v1/openapi.json");
     const paths = document.body.paths as Record<string, Record<string, { security?: unknown[] }>>;
     expect(Object.keys(paths["/api/v1/workspaces/{workspace_id}/webhooks"]!).sort()).toEqual(["get", "post"]);
     expect(paths["/api/v1/workspaces/{workspace_id}/webhooks/{id}/requests"]!.get).toBeDefined();
@@ -357,7 +355,7 @@ describe("posting through a webhook", () => {
     expect((await postRaw("whk_01J00000000000000000000000", JSON.stringify({ content: "x" }))).status).toBe(404);
     expect((await postRaw("anything", JSON.stringify({ content: "x" }))).status).toBe(404);
 
-    await api.put(
+    await ctx.api.put(
       `/api/v1/workspaces/${t.workspaceId}/webhooks/${hook.id}`,
       { is_active: false },
       { token: t.owner.token },
@@ -375,7 +373,10 @@ describe("posting through a webhook", () => {
       [401, "rejected", "secret_missing"],
     ]);
     // The log never holds what was sent as a secret.
-    const rows = await server.app.deps.db.select().from(webhookRequests).where(eq(webhookRequests.webhookId, hook.id));
+    const rows = await ctx.server.app.deps.db
+      .select()
+      .from(webhookRequests)
+      .where(eq(webhookRequests.webhookId, hook.id));
     expect(JSON.stringify(rows)).not.toContain(hook.secret);
   });
 
@@ -416,14 +417,14 @@ describe("posting through a webhook", () => {
     const hook = await createWebhook(t);
     const skipped = await withSecret(hook, { content: "as is", skip_translation: true });
     expect(skipped.body.data.skip_translation).toBe(true);
-    const privateChannel = await api.post(
+    const privateChannel = await ctx.api.post(
       `/api/v1/workspaces/${t.workspaceId}/channels`,
       { name: `ops ${randomBytes(3).toString("hex")}`, visibility: "private" },
       { token: t.owner.token },
     );
     const posted = await withSecret(hook, { content: "to ops", channel_id: privateChannel.body.data.id });
     expect(posted.status).toBe(201);
-    const [row] = await server.app.deps.db.select().from(messages).where(eq(messages.id, posted.body.data.id));
+    const [row] = await ctx.server.app.deps.db.select().from(messages).where(eq(messages.id, posted.body.data.id));
     expect(row).toMatchObject({ authorWebhookId: hook.id, authorUserId: null, channelId: privateChannel.body.data.id });
   });
 });
@@ -504,7 +505,7 @@ describe("signed webhooks", () => {
       201,
     );
 
-    const rotated = await api.put(
+    const rotated = await ctx.api.put(
       `/api/v1/workspaces/${t.workspaceId}/webhooks/${hook.id}`,
       { regenerate_signing_secret: true },
       { token: t.owner.token },
@@ -557,7 +558,7 @@ describe("Idempotency-Key", () => {
 
     const key = randomBytes(8).toString("hex");
     await withSecret(hook, { content: "daily" }, { "Idempotency-Key": key });
-    server.clock.advance(24 * 3600_000 + 1000);
+    ctx.server.clock.advance(24 * 3600_000 + 1000);
     const nextDay = await withSecret(hook, { content: "daily" }, { "Idempotency-Key": key });
     expect(nextDay.status).toBe(201);
     expect(nextDay.headers.get("idempotent-replayed")).toBeNull();
@@ -590,19 +591,19 @@ describe("the request log", () => {
     const second = await logOf(t, hook, `?limit=3&before=${first.meta.next_cursor}`);
     expect(second.data.map((entry) => entry.status)).toEqual([201]);
     expect(second.meta.next_cursor).toBeNull();
-    const bad = await api.get(`/api/v1/workspaces/${t.workspaceId}/webhooks/${hook.id}/requests?limit=101`, {
+    const bad = await ctx.api.get(`/api/v1/workspaces/${t.workspaceId}/webhooks/${hook.id}/requests?limit=101`, {
       token: t.owner.token,
     });
     expect(bad.status).toBe(422);
 
     const key = randomBytes(4).toString("hex");
     await withSecret(hook, { content: "kept key" }, { "Idempotency-Key": key });
-    server.clock.advance(31 * 24 * 3600_000);
+    ctx.server.clock.advance(31 * 24 * 3600_000);
     await withSecret(hook, { content: "recent" });
-    await pruneWebhookRecords(server.app.deps);
+    await pruneWebhookRecords(ctx.server.app.deps);
     const after = await logOf(t, hook);
     expect(after.data).toHaveLength(1);
-    const keys = await server.app.deps.db
+    const keys = await ctx.server.app.deps.db
       .select()
       .from(webhookIdempotencyKeys)
       .where(eq(webhookIdempotencyKeys.webhookId, hook.id));

@@ -22,6 +22,7 @@ import path from "node:path";
 import { jwtVerify } from "jose";
 import { generate } from "selfsigned";
 import { until } from "./wait.ts";
+import { FakeMode } from "./fake-mode.ts";
 
 export type FailOptions = {
   /** Retry-After header value (seconds, or an HTTP date). */
@@ -43,32 +44,6 @@ export type PushFake<Received> = {
   waitFor(count: number, timeoutMs?: number): Promise<void>;
   stop(): Promise<void>;
 };
-
-/** What a fake does with the next request: answer normally, fail with a status, or hang. */
-class Mode {
-  private failure: { status: number; options: FailOptions; remaining: number } | undefined;
-  private hanging = false;
-
-  fail(status: number, options: FailOptions = {}) {
-    this.failure = { status, options, remaining: options.times ?? Number.POSITIVE_INFINITY };
-  }
-  hang() {
-    this.hanging = true;
-  }
-  recover() {
-    this.failure = undefined;
-    this.hanging = false;
-  }
-  /** "hang", a failure to answer with, or undefined to answer normally. */
-  next(): "hang" | { status: number; options: FailOptions } | undefined {
-    if (this.hanging) return "hang";
-    const failure = this.failure;
-    if (!failure) return undefined;
-    failure.remaining -= 1;
-    if (failure.remaining <= 0) this.failure = undefined;
-    return { status: failure.status, options: failure.options };
-  }
-}
 
 function waiter(received: unknown[]) {
   return async (count: number, timeoutMs = 5_000) => {
@@ -120,7 +95,7 @@ export type FakeExpo = PushFake<ExpoReceived> & {
 
 /** `onReceive` is called for each message accepted, as it is added to `received` (benchmarks time arrivals). */
 export async function startFakeExpo(options: { onReceive?: (message: ExpoReceived) => void } = {}): Promise<FakeExpo> {
-  const mode = new Mode();
+  const mode = new FakeMode<FailOptions>();
   const received: ExpoReceived[] = [];
   const batchSizes: number[] = [];
   const unregistered = new Set<string>();
@@ -213,8 +188,8 @@ function fcmError(code: number, errorCode?: string) {
 }
 
 export async function startFakeFcm(): Promise<FakeFcm> {
-  const mode = new Mode();
-  const tokenMode = new Mode();
+  const mode = new FakeMode<FailOptions>();
+  const tokenMode = new FakeMode<FailOptions>();
   const received: FcmReceived[] = [];
   const unregistered = new Set<string>();
   const accessTokens = new Set<string>();
@@ -349,7 +324,7 @@ const APNS_REASONS: Record<number, string> = {
 };
 
 export async function startFakeApns(): Promise<FakeApns> {
-  const mode = new Mode();
+  const mode = new FakeMode<FailOptions>();
   const received: ApnsReceived[] = [];
   const unregistered = new Set<string>();
   const providerTokens = new Set<string>();

@@ -18,6 +18,7 @@ import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Serv
 import type { AddressInfo } from "node:net";
 import type { Language } from "../../db/schema/index.ts";
 import { until } from "./wait.ts";
+import { FakeMode } from "./fake-mode.ts";
 
 export type TranslationFailOptions = {
   /** Retry-After header value (seconds, or an HTTP date). */
@@ -61,32 +62,6 @@ export type FakeTranslator = {
   waitFor(count: number, timeoutMs?: number): Promise<void>;
   stop(): Promise<void>;
 };
-
-/** What a fake does with the next request: answer normally, fail with a status, or hang. */
-class Mode {
-  private failure: { status: number; options: TranslationFailOptions; remaining: number } | undefined;
-  private hanging = false;
-
-  fail(status: number, options: TranslationFailOptions = {}) {
-    this.failure = { status, options, remaining: options.times ?? Number.POSITIVE_INFINITY };
-  }
-  hang() {
-    this.hanging = true;
-  }
-  recover() {
-    this.failure = undefined;
-    this.hanging = false;
-  }
-  /** "hang", a failure to answer with, or undefined to answer normally. */
-  next(): "hang" | { status: number; options: TranslationFailOptions } | undefined {
-    if (this.hanging) return "hang";
-    const failure = this.failure;
-    if (!failure) return undefined;
-    failure.remaining -= 1;
-    if (failure.remaining <= 0) this.failure = undefined;
-    return { status: failure.status, options: failure.options };
-  }
-}
 
 function readBody(request: IncomingMessage): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -139,7 +114,7 @@ async function startFake(
     body: Record<string, unknown>,
   ) => { status: number; body: unknown } | Promise<{ status: number; body: unknown }>,
 ): Promise<FakeTranslator> {
-  const mode = new Mode();
+  const mode = new FakeMode<TranslationFailOptions>();
   const requests: TranslationRequestLog[] = [];
 
   const server = createServer(async (request, response) => {
