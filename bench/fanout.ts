@@ -23,26 +23,22 @@ import {
   startUsageWindow,
   waitForQuietMachine,
   type BenchServer,
+  envNumber,
 } from "./lib.ts";
 
-const env = (name: string, fallback: number) => {
-  const value = Number(process.env[name]);
-  return Number.isFinite(value) && value > 0 ? value : fallback;
-};
-
 /** Length of each sending window, and how long to wait afterwards for stragglers. */
-const SEND_SECONDS = env("BENCH_FANOUT_SECONDS", 6);
-const DRAIN_SECONDS = env("BENCH_DRAIN_SECONDS", 6);
+const SEND_SECONDS = envNumber("BENCH_FANOUT_SECONDS", 6);
+const DRAIN_SECONDS = envNumber("BENCH_DRAIN_SECONDS", 6);
 /** Before each run, wait up to this long for other work on the machine to stop (0: don't). */
 const QUIET_WAIT_SECONDS = Number(process.env.BENCH_QUIET_WAIT ?? 0) || 0;
 /** Concurrent REST posts in a max-rate run (closed loop). */
-const MAX_RATE_SENDERS = env("BENCH_SENDERS", 16);
+const MAX_RATE_SENDERS = envNumber("BENCH_SENDERS", 16);
 /** Open-loop runs never have more posts than this in flight; beyond it, a due post is skipped. */
 const MAX_IN_FLIGHT = 64;
 /** Receivers share this many accounts (each receiver is still its own socket and subscription). */
 const RECEIVER_ACCOUNTS = 20;
 const SENDER_ACCOUNTS = 4;
-const IDLE_CONNECTIONS = env("BENCH_IDLE_CONNECTIONS", 5000);
+const IDLE_CONNECTIONS = envNumber("BENCH_IDLE_CONNECTIONS", 5000);
 
 /**
  * Fan-out runs per receiver count: first a closed loop at the maximum rate, then an open loop at
@@ -118,12 +114,12 @@ export async function setupTeam(baseUrl: string, receiverAccounts: number, sende
 // ---------------------------------------------------------------------------------------------
 // Recording deliveries
 
-const MARKER = "fanout:";
+export const MARKER = "fanout:";
 const MARKER_IN_FRAME = Buffer.from(`"content":"${MARKER}`);
-const PADDING = " the quick brown fox jumps over the lazy dog, a chat message of ordinary length";
+export const PADDING = " the quick brown fox jumps over the lazy dog, a chat message of ordinary length";
 
 /** What one run records: which receiver saw which message (once), and each delivery's latency. */
-class Collector {
+export class Collector {
   readonly seen: Uint8Array[];
   readonly accepted: Uint8Array;
   latencies: Float64Array;
@@ -187,7 +183,7 @@ function parseMarker(text: string): { tag: string; seq: number; sentAt: number }
 
 type Sink = { collector: Collector | undefined; index: number };
 
-interface Receiver {
+export interface Receiver {
   readonly sink: Sink;
   close(): void;
 }
@@ -356,7 +352,7 @@ class ClientReceiver implements Receiver {
   }
 }
 
-async function openReceivers(server: BenchServer, team: Team, count: number): Promise<Receiver[]> {
+export async function openReceivers(server: BenchServer, team: Team, count: number): Promise<Receiver[]> {
   const input = { workspace_id: team.workspaceId, channel_id: team.channelId };
   const tokenOf = (i: number) => team.receivers[i % team.receivers.length]!.token;
   const typed = await ClientReceiver.open(server.url, tokenOf(0), input);

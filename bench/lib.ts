@@ -390,15 +390,16 @@ export async function postAtRate(
 /**
  * Posts JSON through node:http with keep-alive connections rather than fetch: the load
  * generator shares the machine with the server, and fetch costs it several times more CPU per
- * request. The answer's body is read only when asked for (else it is drained unread).
+ * request. The answer's body is read only when asked for (else it is drained unread). Without a
+ * token no Authorization header is sent; `headers` adds others (a webhook's signature).
  */
 const postAgent = new HttpAgent({ keepAlive: true, maxSockets: 128 });
 const POST_TIMEOUT_MS = 30_000;
 export function postJson(
   url: URL,
-  token: string,
+  token: string | undefined,
   body: string,
-  options: { readBody?: boolean } = {},
+  options: { readBody?: boolean; headers?: Record<string, string> } = {},
 ): Promise<{ status: number; body?: string }> {
   return new Promise((resolve, reject) => {
     const request = httpRequest(
@@ -410,7 +411,8 @@ export function postJson(
         headers: {
           "Content-Type": "application/json",
           "Content-Length": Buffer.byteLength(body),
-          Authorization: `Bearer ${token}`,
+          ...(token !== undefined && { Authorization: `Bearer ${token}` }),
+          ...options.headers,
         },
       },
       (response) => {
@@ -430,4 +432,10 @@ export function postJson(
     request.once("error", reject);
     request.end(body);
   });
+}
+
+/** A positive number from the environment (BENCH_* settings), else the fallback. */
+export function envNumber(name: string, fallback: number): number {
+  const value = Number(process.env[name]);
+  return Number.isFinite(value) && value > 0 ? value : fallback;
 }

@@ -22,18 +22,14 @@ import {
   startUsageWindow,
   waitForQuietMachine,
   type BenchServer,
+  envNumber,
 } from "./lib.ts";
 
-const env = (name: string, fallback: number) => {
-  const value = Number(process.env[name]);
-  return Number.isFinite(value) && value > 0 ? value : fallback;
-};
-
-const MEMBERS = Math.min(10_000, Math.floor(env("BENCH_PUSH_MEMBERS", 1000)));
-const RATE = Math.min(1000, env("BENCH_PUSH_RATE", 20));
-const SEND_SECONDS = Math.min(600, env("BENCH_SECONDS", 10));
+const MEMBERS = Math.min(10_000, Math.floor(envNumber("BENCH_PUSH_MEMBERS", 1000)));
+const RATE = Math.min(1000, envNumber("BENCH_PUSH_RATE", 20));
+const SEND_SECONDS = Math.min(600, envNumber("BENCH_SECONDS", 10));
 /** After a run's last post, how long to wait at most for its pushes. */
-const DRAIN_SECONDS = Math.min(600, env("BENCH_DRAIN_SECONDS", 20));
+const DRAIN_SECONDS = Math.min(600, envNumber("BENCH_DRAIN_SECONDS", 20));
 /** BENCH_PUSH_WORKER=process (needs REDIS_URL): `npm run worker` beside a WORKERS=off server. */
 const WORKER_PROCESS = process.env.BENCH_PUSH_WORKER === "process";
 const SINGLE_MESSAGES = 5;

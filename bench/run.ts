@@ -1,4 +1,4 @@
-// `npm run bench [-- requests|fanout|idle|push|translation ...]`: load scenarios against the real server, started
+// `npm run bench [-- requests|fanout|idle|push|translation|webhooks ...]`: load scenarios against the real server, started
 // as its own process for each section (PGlite, or PostgreSQL/Redis when DATABASE_URL/REDIS_URL
 // are set). Every loop is bounded in time and count, and only talks to 127.0.0.1. Prints a
 // table per section, then everything as one line of JSON. With no argument, all of them run.
@@ -13,13 +13,19 @@
 //             en, a fake LibreTranslate answering in BENCH_TRANSLATION_DELAY_MS (50): post latency at
 //             BENCH_TRANSLATION_RATE (100/s) for BENCH_SECONDS (10) with translation off and on,
 //             time from post to translation.ready per language, provider calls per message
+//   webhooks  a channel with BENCH_WEBHOOK_SUBSCRIBERS (100) live subscribers: closed-loop posts
+//             (BENCH_WEBHOOK_CONCURRENCY, 8, in flight for BENCH_SECONDS, 10, each) over REST and
+//             through a signed inbound webhook, in alternating slices: posts/s, post latency, post →
+//             live receipt (per delivery and until the last subscriber), webhook rate as a share of
+//             REST's (target 80%)
 import { cpus, totalmem } from "node:os";
 import { runFanout, runIdle } from "./fanout.ts";
 import { runPush } from "./push.ts";
 import { runRequestRows } from "./requests.ts";
 import { runTranslation } from "./translation.ts";
+import { runWebhooks } from "./webhooks.ts";
 
-const SECTIONS = ["requests", "fanout", "idle", "push", "translation"] as const;
+const SECTIONS = ["requests", "fanout", "idle", "push", "translation", "webhooks"] as const;
 type Section = (typeof SECTIONS)[number];
 
 const asked = process.argv.slice(2).filter((arg) => arg !== "--");
@@ -161,6 +167,38 @@ if (selected.has("translation")) {
     },
   ]);
   result.translation = translation;
+}
+if (selected.has("webhooks")) {
+  const webhooks = await runWebhooks(log);
+  const dash = (value: number | null) => value ?? "-";
+  console.table(
+    webhooks.rows.map((row) => ({
+      phase: row.phase,
+      subscribers: row.subscribers,
+      "in flight": row.concurrency,
+      posts: row.posts,
+      "posts/s": row.posts_per_s,
+      "post p50 ms": row.post_p50_ms,
+      "post p99 ms": row.post_p99_ms,
+      "all-received p50 ms": dash(row.all_received_p50_ms),
+      "all-received p99 ms": dash(row.all_received_p99_ms),
+      "all-received max ms": dash(row.all_received_max_ms),
+      "delivery p50 ms": dash(row.delivery_p50_ms),
+      "delivery p99 ms": dash(row.delivery_p99_ms),
+      "received/expected": `${row.deliveries_received}/${row.deliveries_expected}`,
+      "server cpu %": row.server_cpu_pct,
+      "pg+redis cpu %": row.stores_cpu_pct,
+      "other cpu %": row.other_cpu_pct,
+      errors: row.post_errors,
+    })),
+  );
+  console.table([
+    {
+      "webhook / REST posts/s %": dash(webhooks.webhook_to_rest_pct),
+      "target ≥ 80%": webhooks.targets.webhook_rate_at_least_80pct_of_rest,
+    },
+  ]);
+  result.webhooks = webhooks;
 }
 result.total_seconds = Math.round((performance.now() - started) / 1000);
 console.log(JSON.stringify(result));

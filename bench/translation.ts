@@ -33,19 +33,15 @@ import {
   startUsageWindow,
   waitForQuietMachine,
   type BenchServer,
+  envNumber,
 } from "./lib.ts";
 
-const env = (name: string, fallback: number) => {
-  const value = Number(process.env[name]);
-  return Number.isFinite(value) && value > 0 ? value : fallback;
-};
-
-const READERS = Math.min(3000, Math.floor(env("BENCH_TRANSLATION_READERS", 30)));
-const RATE = Math.min(1000, env("BENCH_TRANSLATION_RATE", 100));
-const SEND_SECONDS = Math.min(600, env("BENCH_SECONDS", 10));
-const DELAY_MS = Math.min(10_000, env("BENCH_TRANSLATION_DELAY_MS", 50));
+const READERS = Math.min(3000, Math.floor(envNumber("BENCH_TRANSLATION_READERS", 30)));
+const RATE = Math.min(1000, envNumber("BENCH_TRANSLATION_RATE", 100));
+const SEND_SECONDS = Math.min(600, envNumber("BENCH_SECONDS", 10));
+const DELAY_MS = Math.min(10_000, envNumber("BENCH_TRANSLATION_DELAY_MS", 50));
 /** After a run's last post, how long to wait at most for its translations. */
-const DRAIN_SECONDS = Math.min(600, env("BENCH_DRAIN_SECONDS", 20));
+const DRAIN_SECONDS = Math.min(600, envNumber("BENCH_DRAIN_SECONDS", 20));
 /** Before each run, wait up to this long for other work on the machine to stop (0: don't). */
 const QUIET_WAIT_SECONDS = Number(process.env.BENCH_QUIET_WAIT ?? 0) || 0;
 /** Open loop: never more posts than this in flight; beyond it a due post is skipped (and counted). */
