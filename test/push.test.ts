@@ -168,6 +168,35 @@ describe("who gets a push", () => {
     );
   });
 
+  it("an inbound webhook's post reaches every channel member's devices, under the bot's name", async () => {
+    const { owner, members, workspaceId, channelId } = await team(1);
+    const [ann] = members as [RegisteredUser];
+    const [ownersPhone, annsPhone] = [await addDevice(owner, "expo"), await addDevice(ann, "fcm")];
+    const hook = await api.post(
+      `/api/v1/workspaces/${workspaceId}/webhooks`,
+      { name: "Monitoring", bot_name: "Pager", default_channel_id: channelId },
+      { token: owner.token },
+    );
+    expect(hook.status).toBe(201);
+    const posted = await fetch(hook.body.data.url as string, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", "X-Service-Webhook-Secret": hook.body.data.secret },
+      body: JSON.stringify({ content: "Disk 91% full on db-2" }),
+    });
+    expect(posted.status).toBe(201);
+    const messageId = ((await posted.json()) as { data: { id: string } }).data.id;
+    await until(
+      () => ([ownersPhone, annsPhone].every((device) => pushesOf(device, messageId).length === 1) ? true : undefined),
+      "both members' pushes",
+    );
+    for (const device of [ownersPhone, annsPhone]) {
+      expect(pushesOf(device, messageId)[0]).toMatchObject({
+        title: "Pager in #general",
+        body: "Disk 91% full on db-2",
+      });
+    }
+  });
+
   it("skips members who have not joined the channel and deactivated accounts", async () => {
     const { owner, members, workspaceId } = await team(3);
     const [joined, away, witness] = members as [RegisteredUser, RegisteredUser, RegisteredUser];
