@@ -9,6 +9,7 @@
 // receiver reads it out of the frame without parsing the whole frame.
 import WebSocket from "ws";
 import { createChatClient, type ChatClient } from "../client/index.ts";
+import type { Language } from "../db/schema/index.ts";
 import { clientFrames, PING, PONG, trpcSocketUrl } from "../server/http/trpc-ws-protocol.ts";
 import {
   api,
@@ -62,7 +63,7 @@ function plannedRuns(): { receivers: number; rate: PlannedRate }[] {
 export type Account = { id: number; token: string };
 export type Team = { workspaceId: string; channelId: string; owner: Account; receivers: Account[]; senders: Account[] };
 
-async function register(baseUrl: string, label: string): Promise<Account> {
+async function register(baseUrl: string, label: string, language?: Language): Promise<Account> {
   const body = await api<{ access_token: string; user: { id: number } }>(
     baseUrl,
     "POST",
@@ -73,14 +74,23 @@ async function register(baseUrl: string, label: string): Promise<Account> {
       email: `${label}-${Date.now()}-${Math.random().toString(36).slice(2, 8)}@example.test`,
       password: "bench-password",
       password_confirmation: "bench-password",
+      ...(language && { preferred_language: language }),
     },
   );
   return { id: body.user.id, token: body.access_token };
 }
 
-/** An owner with a workspace; receiver and sender accounts join it by invite, landing in #general. */
-export async function setupTeam(baseUrl: string, receiverAccounts: number, senderAccounts: number): Promise<Team> {
-  const owner = await register(baseUrl, "owner");
+/**
+ * An owner with a workspace; receiver and sender accounts join it by invite, landing in #general.
+ * `languages` sets the preferred_language of the owner and of each receiver (by index).
+ */
+export async function setupTeam(
+  baseUrl: string,
+  receiverAccounts: number,
+  senderAccounts: number,
+  languages: { owner?: Language; receiver?: (index: number) => Language } = {},
+): Promise<Team> {
+  const owner = await register(baseUrl, "owner", languages.owner);
   const workspace = await api<{ data: { id: string } }>(baseUrl, "POST", "/api/v1/workspaces", owner.token, {
     name: "Bench",
   });
@@ -100,13 +110,15 @@ export async function setupTeam(baseUrl: string, receiverAccounts: number, sende
     owner.token,
     {},
   );
-  const join = async (label: string) => {
-    const account = await register(baseUrl, label);
+  const join = async (label: string, language?: Language) => {
+    const account = await register(baseUrl, label, language);
     await api(baseUrl, "POST", `/api/v1/invites/${invite.data.token}/accept`, account.token);
     return account;
   };
   // Registration hashes a password (Argon2id): a few at a time.
-  const receivers = await mapLimit(Array.from({ length: receiverAccounts }), 4, (_, i) => join(`receiver${i}`));
+  const receivers = await mapLimit(Array.from({ length: receiverAccounts }), 4, (_, i) =>
+    join(`receiver${i}`, languages.receiver?.(i)),
+  );
   const senders = await mapLimit(Array.from({ length: senderAccounts }), 4, (_, i) => join(`sender${i}`));
   return { workspaceId, channelId: general.id, owner, receivers, senders };
 }
@@ -375,6 +387,32 @@ type SendStats = {
   postLatencies: number[];
 };
 
+/**
+ * Makes one marked post (`send` answers "ok" or what went wrong) and records it: accepted, with
+ * its latency from `sentAt`, or counted under its failure (a timeout, a refused connection).
+ */
+export async function recordPost(
+  stats: Pick<SendStats, "accepted" | "errors" | "postLatencies">,
+  collector: Collector,
+  seq: number,
+  sentAt: number,
+  send: () => Promise<string>,
+): Promise<void> {
+  let outcome: string;
+  try {
+    outcome = await send();
+  } catch (error) {
+    outcome = (error as Error).name === "TimeoutError" ? "timeout" : "network error";
+  }
+  if (outcome === "ok") {
+    stats.accepted++;
+    collector.accepted[seq] = 1;
+    stats.postLatencies.push(performance.now() - sentAt);
+  } else {
+    stats.errors.set(outcome, (stats.errors.get(outcome) ?? 0) + 1);
+  }
+}
+
 function poster(baseUrl: string, team: Team, collector: Collector, stats: SendStats) {
   const route = new URL(`${baseUrl}/api/v1/workspaces/${team.workspaceId}/channels/${team.channelId}/messages`);
   return async (seq: number) => {
@@ -382,20 +420,10 @@ function poster(baseUrl: string, team: Team, collector: Collector, stats: SendSt
     stats.attempted++;
     const sentAt = performance.now();
     const content = `${MARKER}${collector.runTag}:${seq}:${sentAt.toFixed(3)}:${PADDING}`;
-    let outcome: string;
-    try {
+    await recordPost(stats, collector, seq, sentAt, async () => {
       const { status } = await postJson(route, sender.token, JSON.stringify({ content }));
-      outcome = status === 201 ? "ok" : `HTTP ${status}`;
-    } catch (error) {
-      outcome = (error as Error).name === "TimeoutError" ? "timeout" : "network error";
-    }
-    if (outcome === "ok") {
-      stats.accepted++;
-      collector.accepted[seq] = 1;
-      stats.postLatencies.push(performance.now() - sentAt);
-    } else {
-      stats.errors.set(outcome, (stats.errors.get(outcome) ?? 0) + 1);
-    }
+      return status === 201 ? "ok" : `HTTP ${status}`;
+    });
   };
 }
 

@@ -21,9 +21,8 @@ import WebSocket from "ws";
 import { createChatClient, type ChatClient } from "../client/index.ts";
 import type { Language } from "../db/schema/index.ts";
 import { startFakeLibreTranslate, type FakeTranslator } from "../test/helpers/translation.ts";
+import { setupTeam } from "./fanout.ts";
 import {
-  api,
-  mapLimit,
   percentile,
   postAtRate,
   postJson,
@@ -61,52 +60,17 @@ const TRANSLATED: Language[] = READER_LANGUAGES.filter((language) => language !=
 type Account = { id: number; token: string; language: Language };
 type Team = { workspaceId: string; channelId: string; poster: Account; readers: Account[] };
 
-async function register(baseUrl: string, label: string, language: Language): Promise<Account> {
-  const body = await api<{ access_token: string; user: { id: number } }>(
-    baseUrl,
-    "POST",
-    "/api/v1/auth/app/register",
-    undefined,
-    {
-      name: label,
-      email: `${label}-${Date.now()}-${Math.random().toString(36).slice(2, 8)}@example.test`,
-      password: "bench-password",
-      password_confirmation: "bench-password",
-      preferred_language: language,
-    },
-  );
-  return { id: body.user.id, token: body.access_token, language };
-}
+const readerLanguage = (index: number) => READER_LANGUAGES[index % READER_LANGUAGES.length]!;
 
 /** The poster owns a workspace; readers join it by invite (landing in #general), languages in turn. */
-async function setupTeam(baseUrl: string): Promise<Team> {
-  const poster = await register(baseUrl, "poster", POSTER_LANGUAGE);
-  const workspace = await api<{ data: { id: string } }>(baseUrl, "POST", "/api/v1/workspaces", poster.token, {
-    name: "Bench",
-  });
-  const workspaceId = workspace.data.id;
-  const channels = await api<{ data: { id: string; slug: string }[] }>(
-    baseUrl,
-    "GET",
-    `/api/v1/workspaces/${workspaceId}/channels`,
-    poster.token,
-  );
-  const general = channels.data.find((channel) => channel.slug === "general");
-  if (!general) throw new Error("the new workspace has no #general");
-  const invite = await api<{ data: { token: string } }>(
-    baseUrl,
-    "POST",
-    `/api/v1/workspaces/${workspaceId}/invites`,
-    poster.token,
-    {},
-  );
-  // Registration hashes a password (Argon2id): a few at a time.
-  const readers = await mapLimit(Array.from({ length: READERS }), 4, async (_, i) => {
-    const account = await register(baseUrl, `reader${i}`, READER_LANGUAGES[i % READER_LANGUAGES.length]!);
-    await api(baseUrl, "POST", `/api/v1/invites/${invite.data.token}/accept`, account.token);
-    return account;
-  });
-  return { workspaceId, channelId: general.id, poster, readers };
+async function setupTranslationTeam(baseUrl: string): Promise<Team> {
+  const team = await setupTeam(baseUrl, READERS, 0, { owner: POSTER_LANGUAGE, receiver: readerLanguage });
+  return {
+    workspaceId: team.workspaceId,
+    channelId: team.channelId,
+    poster: { ...team.owner, language: POSTER_LANGUAGE },
+    readers: team.receivers.map((account, index) => ({ ...account, language: readerLanguage(index) })),
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -397,7 +361,7 @@ async function phase(
   const subscribers: Subscriber[] = [];
   try {
     log(`translation: ${name}: registering ${READERS} readers (${READER_LANGUAGES.join(", ")}) and a poster`);
-    const team = await setupTeam(server.url);
+    const team = await setupTranslationTeam(server.url);
     for (const language of READER_LANGUAGES) {
       const reader = team.readers.find((account) => account.language === language);
       if (reader) subscribers.push(await Subscriber.open(server, team, reader));

@@ -14,7 +14,16 @@
 // each slice drained before the next, so that other work on a shared machine weighs on both
 // alike. Measured per phase: accepted posts per second, POST latency, and from each POST's start
 // until live receipt: per delivery, and per message until the last subscriber got it.
-import { Collector, MARKER, openReceivers, PADDING, setupTeam, type Receiver, type Team } from "./fanout.ts";
+import {
+  Collector,
+  MARKER,
+  openReceivers,
+  PADDING,
+  recordPost,
+  setupTeam,
+  type Receiver,
+  type Team,
+} from "./fanout.ts";
 import { signWebhookBody } from "../server/services/webhooks/signature.ts";
 import {
   api,
@@ -95,8 +104,7 @@ function poster(
     stats.attempted++;
     const sentAt = performance.now();
     const body = JSON.stringify({ content: `${MARKER}${collector.runTag}:${seq}:${sentAt.toFixed(3)}:${PADDING}` });
-    let outcome: string;
-    try {
+    await recordPost(stats, collector, seq, sentAt, async () => {
       let answer: { status: number; body?: string };
       if (phase === "REST") answer = await postJson(restUrl, team.owner.token, body, { readBody: true });
       else {
@@ -107,17 +115,8 @@ function poster(
           headers: { "X-Service-Signature": signature },
         });
       }
-      outcome = answer.status === 201 ? "ok" : `HTTP ${answer.status}${messageOf(answer.body)}`;
-    } catch (error) {
-      outcome = (error as Error).name === "TimeoutError" ? "timeout" : "network error";
-    }
-    if (outcome === "ok") {
-      stats.accepted++;
-      collector.accepted[seq] = 1;
-      stats.postLatencies.push(performance.now() - sentAt);
-    } else {
-      stats.errors.set(outcome, (stats.errors.get(outcome) ?? 0) + 1);
-    }
+      return answer.status === 201 ? "ok" : `HTTP ${answer.status}${messageOf(answer.body)}`;
+    });
   };
 }
 
