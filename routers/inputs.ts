@@ -18,14 +18,7 @@ export function passwordConfirmed(value: { password: string; password_confirmati
   }
 }
 
-/**
- * Laravel's `boolean` rule: true, false, 1, 0, "1", "0" (and "true"/"false" for query strings).
- * Use this, never a bare z.boolean(): trpc-to-openapi switches on zod's coercion for
- * top-level boolean fields, and coercion makes the string "false" true. A union is left alone.
- */
-export const booleanInput = z
-  .union([z.boolean(), z.literal(1), z.literal(0), z.enum(["1", "0", "true", "false"])])
-  .transform((value) => value === true || value === 1 || value === "1" || value === "true");
+export { booleanInput } from "../server/validation.ts";
 
 /**
  * Workspace and channel slugs: letters, digits, dashes, underscores; at most 80. Lower-cased,

@@ -90,8 +90,8 @@ async function checkParent(tx: Transaction, target: MessageTarget, parentId: str
  * Writes the message and publishes its event. Returns null, writing nothing, when a user
  * author may not post to the target (not a member of the channel and its workspace, or not a
  * participant of the conversation), or a bot's channel is not one of its workspace: the
- * caller knows which error to give. The check locks the
- * membership it found until the commit, so a member removed meanwhile cannot slip a message in.
+ * caller knows which error to give. The check locks the membership (or the bot's channel) it
+ * found until the commit, so a member removed meanwhile cannot slip a message in.
  */
 export async function postMessage(deps: Deps, input: PostMessageInput): Promise<MessageRecord | null> {
   const now = deps.clock.now();

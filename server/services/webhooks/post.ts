@@ -10,7 +10,6 @@
 //   7. the channel (the one named, else the default): 422 channel_id;
 //   8. the message, through the one message service, with its log entry and its idempotency
 //      key in its transaction: 201 {data: message}.
-import { createHash } from "node:crypto";
 import type { IncomingHttpHeaders } from "node:http";
 import { and, eq, gt, sql } from "drizzle-orm";
 import { z } from "zod";
@@ -22,16 +21,16 @@ import {
   type InboundWebhook,
   type WebhookOutcome,
 } from "../../../db/schema/index.ts";
-import { safeEqual } from "../../crypto.ts";
+import { safeEqual, sha256Hex, unseal } from "../../crypto.ts";
 import type { Deps } from "../../deps.ts";
 import { AppError, HTTP_STATUS, invalidField } from "../../errors.ts";
 import { parseBody } from "../../http/body.ts";
 import { idPattern, newId } from "../../ids.ts";
 import { findUnsafeText, unsafeTextError } from "../../input-text.ts";
 import type { MessageRecord } from "../../records/message.ts";
-import { validationErrorFromZod } from "../../validation.ts";
+import { booleanInput, validationErrorFromZod } from "../../validation.ts";
 import { postMessage } from "../messaging/post-message.ts";
-import { webhookSecrets, WEBHOOK_NOT_FOUND } from "./manage.ts";
+import { WEBHOOK_NOT_FOUND } from "./manage.ts";
 import { checkSignature } from "./signature.ts";
 
 /** How long the first result of an Idempotency-Key is kept (and replayed). */
@@ -46,10 +45,7 @@ export const IDEMPOTENCY_HEADER = "idempotency-key";
 const postBody = z.object({
   content: z.string().trim().min(1).max(40_000),
   channel_id: z.string().min(1).max(255).optional(),
-  skip_translation: z
-    .union([z.boolean(), z.literal(1), z.literal(0), z.enum(["1", "0", "true", "false"])])
-    .transform((value) => value === true || value === 1 || value === "1" || value === "true")
-    .optional(),
+  skip_translation: booleanInput.optional(),
   secret: z.string().optional(),
   attachment_ids: z.array(z.unknown()).max(0, { message: "Webhook posts cannot carry attachments." }).optional(),
 });
@@ -216,11 +212,11 @@ function authenticate(
   request: WebhookPostRequest,
   fields: Record<string, unknown> | undefined,
 ): void {
-  const { secret, signingSecret } = webhookSecrets(deps, webhook);
+  // Only the secret this webhook's scheme uses is unsealed.
   if (webhook.signatureRequired) {
     const check = checkSignature(
       header(request.headers, SIGNATURE_HEADER),
-      signingSecret,
+      unseal(deps.config.appKey, webhook.signingSecretSealed),
       request.raw,
       deps.clock.now().getTime(),
     );
@@ -239,14 +235,13 @@ function authenticate(
     header(request.headers, SECRET_HEADER) ?? (typeof fields?.secret === "string" ? fields.secret : undefined);
   if (!sent) throw reject(401, "The webhook secret is missing.", "secret_missing");
   // Compared as hashes: equal lengths, constant time, whatever was sent.
-  if (!safeEqual(sha256(sent), sha256(secret))) throw reject(401, "Invalid webhook secret.", "secret_invalid");
+  const secret = unseal(deps.config.appKey, webhook.secretSealed);
+  if (!safeEqual(sha256Hex(sent), sha256Hex(secret))) throw reject(401, "Invalid webhook secret.", "secret_invalid");
 }
-
-const sha256 = (text: string) => createHash("sha256").update(text).digest("hex");
 
 /** The request's fields as one hash, the secret left out: a retry may move the secret to a header. */
 function hashOfFields(body: PostBody): string {
-  return sha256(JSON.stringify([body.content, body.channel_id ?? null, body.skip_translation ?? false]));
+  return sha256Hex(JSON.stringify([body.content, body.channel_id ?? null, body.skip_translation ?? false]));
 }
 
 class KeyTaken extends Error {}
