@@ -11,7 +11,7 @@ import { startWorkers } from "../server/app.ts";
 import { loadConfig } from "../server/config.ts";
 import { translationJobs } from "../server/services/translation/jobs.ts";
 import { createTranslationProvider } from "../server/services/translation/providers/index.ts";
-import { translateMessage } from "../server/services/translation/translate-message.ts";
+import { translateMessages } from "../server/services/translation/translate-message.ts";
 import { restClient, type RestClient } from "./helpers/api.ts";
 import { registerUser, type RegisteredUser } from "./helpers/factories.ts";
 import { collect, world, type Feed } from "./helpers/live.ts";
@@ -435,7 +435,9 @@ describe("reading and delivery", () => {
     const posted = await post(t, t.owner, { content: text });
     await settled(t, t.reader, posted.id);
     const provider = createTranslationProvider(server.config.translation)!;
-    await translateMessage(server.app.deps, provider, translationJobs.message.payload.parse({ messageId: posted.id }));
+    await translateMessages(server.app.deps, provider, [
+      translationJobs.message.payload.parse({ messageId: posted.id }),
+    ]);
     const events = await server.app.deps.db.select().from(streamEvents);
     const ready = events.filter(
       (row) =>
@@ -478,6 +480,57 @@ describe("bot posts (inbound webhooks)", () => {
       return message.translation?.status === "pending" ? undefined : message;
     }, "the owner's view to settle");
     expect(ownerView.translation).toEqual({ language: "en", status: "not_needed", content: null });
+  });
+});
+
+describe("jobs arriving together", () => {
+  let slow: FakeTranslator;
+  let slowServer: TestServer;
+  let slowApi: RestClient;
+  beforeAll(async () => {
+    slow = await startFakeLibreTranslate({ delayMs: 400 });
+    slowServer = await startTestServer({ TRANSLATION_PROVIDER: "libretranslate", TRANSLATION_URL: slow.url });
+    slowApi = restClient(slowServer.url);
+  });
+  afterAll(async () => {
+    await slowServer?.close();
+    await slow?.stop();
+  });
+
+  it("share provider requests: each distinct text is sent once, and messages that wait go in one request", async () => {
+    const t = await team("ja", slowApi);
+    const texts = Array.from({ length: 7 }, (_, index) => unique(`Burst ${index}`));
+    texts.push(texts[6]!); // the same text twice: translated once
+    const posted = await Promise.all(
+      texts.map(async (content) => {
+        const response = await slowApi.post(
+          `/api/v1/workspaces/${t.workspaceId}/channels/${t.channelId}/messages`,
+          { content },
+          { token: t.owner.token },
+        );
+        expect(response.status).toBe(201);
+        return response.body.data.id as string;
+      }),
+    );
+    const read = await until(async () => {
+      const page = await slowApi.get(`/api/v1/workspaces/${t.workspaceId}/channels/${t.channelId}/messages`, {
+        token: t.reader.token,
+      });
+      const ours = (page.body.data as { id: string; content: string; translation: { status: string } }[]).filter(
+        (message) => posted.includes(message.id),
+      );
+      return ours.length === texts.length && ours.every((message) => message.translation.status === "done")
+        ? ours
+        : undefined;
+    }, "every translation of the burst");
+    for (const message of read)
+      expect(message.translation).toEqual({ language: "ja", content: `[ja] ${message.content}`, status: "done" });
+
+    const requests = slow.requests.filter((request) => request.texts.some((text) => texts.includes(text)));
+    const sent = requests.flatMap((request) => request.texts);
+    expect(sent.sort()).toEqual([...new Set(texts)].sort());
+    expect(requests.length).toBeLessThan(7);
+    expect(Math.max(...requests.map((request) => request.texts.length))).toBeGreaterThan(1);
   });
 });
 

@@ -15,6 +15,12 @@ import {
 
 /** How long a worker may take to finish its current job at shutdown before it is forced shut. */
 const WORKER_CLOSE_MS = 10_000;
+/**
+ * Jobs one worker runs at once. Translation jobs mostly wait for their batch (those that arrive
+ * while two batches are out go together; translate-message.ts), so many may be taken at once.
+ */
+const CONCURRENCY: Partial<Record<QueueName, number>> = { translation: 100 };
+const DEFAULT_CONCURRENCY = 10;
 /** How long a queue (which only adds jobs) may take to close its connection. */
 const QUEUE_CLOSE_MS = 2_000;
 
@@ -116,7 +122,11 @@ export function startBullMqWorkers(options: {
             throw error;
           }
         },
-        { connection: connectionFrom(options.redisUrl), prefix: `${options.prefix}:bull`, concurrency: 10 },
+        {
+          connection: connectionFrom(options.redisUrl),
+          prefix: `${options.prefix}:bull`,
+          concurrency: CONCURRENCY[queueName] ?? DEFAULT_CONCURRENCY,
+        },
       ),
   );
   for (const worker of workers) {

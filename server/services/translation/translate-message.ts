@@ -1,11 +1,14 @@
-// The translation worker's work for one message (docs/translation.md): every language still
-// pending for it is translated, its prose only (protect.ts), each distinct text once (the
-// cache, then the provider in batches), and stored with a `translation.ready` event for the
-// readers of that language, in one transaction. A language the provider could not do now (429,
-// 5xx, a timeout) is tried again by a delayed job; after the last try, or at once for a refusal
-// trying again cannot fix, it is stored as "failed" (with its event), so nothing stays pending.
+// The translation worker's work (docs/translation.md): every language still pending for a
+// message is translated, its prose only (protect.ts), each distinct text once (the cache, then
+// the provider in batches), and stored with a `translation.ready` event for the readers of that
+// language. The jobs that arrive while others are being translated go together
+// (TranslationBatcher): one read, one cache lookup, one provider request per language pair for
+// all their texts (up to the provider's batch size), one transaction. A language the provider
+// could not do now (429, 5xx, a timeout) is tried again by a delayed job of that message; after
+// the last try, or at once for a refusal trying again cannot fix, it is stored as "failed"
+// (with its event), so nothing stays pending.
 import { createHash } from "node:crypto";
-import { eq, inArray, sql } from "drizzle-orm";
+import { inArray, sql } from "drizzle-orm";
 import { rowsOf, type Transaction } from "../../../db/client.ts";
 import {
   messageTranslations,
@@ -23,7 +26,7 @@ import { enqueueJob } from "../../jobs/outbox.ts";
 import { mapLimit } from "../../outbound-http.ts";
 import { messageStream } from "../messaging/post-message.ts";
 import { proseOf, reassemble, splitForTranslation } from "./protect.ts";
-import { TranslationProviderError, type TranslationProvider } from "./provider.ts";
+import { TranslationProviderError, type Translated, type TranslationProvider } from "./provider.ts";
 import { translationJobId, translationJobs, type TranslationJobPayload } from "./jobs.ts";
 
 /** Tries per language, the first included: with the backoff below, about an hour of outage. */
@@ -33,8 +36,8 @@ export const TRANSLATION_BACKOFF: Backoff = {
   longestMs: 10 * 60_000,
   longestRetryAfterMs: 60 * 60_000,
 };
-/** Languages of one message translated at once. */
-const LANGUAGES_AT_ONCE = 4;
+/** Provider requests of one batch at once. */
+const REQUESTS_AT_ONCE = 4;
 /** Cache entries unused this long are pruned. */
 export const TRANSLATION_CACHE_DAYS = 30;
 
@@ -52,54 +55,123 @@ export function cacheKey(source: Language | null, target: Language, text: string
     .digest("base64url");
 }
 
-export async function translateMessage(
+/** Messages translated together at most (their jobs wait for the next batch). */
+export const BATCH_MESSAGES = 50;
+/** Batches of one process translated at once; jobs that arrive meanwhile wait and go together. */
+const BATCHES_AT_ONCE = 2;
+
+/**
+ * Gathers the translation jobs of this process. A job goes at once when fewer than
+ * BATCHES_AT_ONCE batches are being translated; otherwise it waits for the next batch (with
+ * up to BATCH_MESSAGES others) and resolves or fails with it. Alone, a message goes at once;
+ * under load, messages share their reads, provider requests and transaction.
+ */
+export class TranslationBatcher {
+  private waiting: { payload: TranslationJobPayload; settle: (error?: unknown) => void }[] = [];
+  private running = 0;
+
+  constructor(private readonly translate: (payloads: TranslationJobPayload[]) => Promise<void>) {}
+
+  /** Resolves when the message's batch is stored (or had nothing to do). */
+  add(payload: TranslationJobPayload): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.waiting.push({ payload, settle: (error) => (error === undefined ? resolve() : reject(error)) });
+      this.next();
+    });
+  }
+
+  private next(): void {
+    if (this.running >= BATCHES_AT_ONCE || this.waiting.length === 0) return;
+    const batch = this.waiting.splice(0, BATCH_MESSAGES);
+    this.running++;
+    this.translate(batch.map((job) => job.payload))
+      .then(
+        () => batch.forEach((job) => job.settle()),
+        (error: unknown) => batch.forEach((job) => job.settle(error ?? new Error("translation failed"))),
+      )
+      .finally(() => {
+        this.running--;
+        this.next();
+      });
+  }
+}
+
+/** A message of the batch and what it still needs. */
+type Work = {
+  payload: TranslationJobPayload;
+  message: Message;
+  pending: Language[];
+  pieces: ReturnType<typeof splitForTranslation>;
+  /** Its prose, each text once. */
+  texts: string[];
+};
+
+/** The messages of `payloads` (jobs), each translated into every language still pending for it. */
+export async function translateMessages(
   deps: Deps,
   provider: TranslationProvider,
-  payload: TranslationJobPayload,
+  payloads: TranslationJobPayload[],
 ): Promise<void> {
-  // The message and the languages still pending for it, in one round trip.
-  const [found] = await deps.db
+  // Two jobs of one message (its own and one a reader asked for) do its work once.
+  const jobs = new Map<string, TranslationJobPayload>();
+  for (const payload of payloads) if (!jobs.has(payload.messageId)) jobs.set(payload.messageId, payload);
+  // The messages and the languages still pending for each, in one round trip.
+  const found = await deps.db
     .select({
       message: messages,
       pending: sql<Language[] | null>`(select array_agg(${messageTranslations.language}) from ${messageTranslations}
         where ${messageTranslations.messageId} = ${messages.id} and ${messageTranslations.status} = 'pending')`,
     })
     .from(messages)
-    .where(eq(messages.id, payload.messageId))
-    .limit(1);
-  if (!found?.pending?.length) return; // gone with its channel or conversation (its rows went too), or done
-  const { message, pending } = found;
-
-  const pieces = splitForTranslation(message.content);
-  const texts = proseOf(pieces);
-  const cached = await cachedTranslations(deps, message.language, pending, texts);
-  const outcomes = await mapLimit(pending, LANGUAGES_AT_ONCE, (language) =>
-    translateInto(provider, message, texts, language, cached.get(language)!),
-  );
-
-  const attempt = payload.attempt ?? 1;
-  const retries = outcomes.filter((outcome) => outcome.status === "retry");
-  const retryNow = attempt < MAX_TRANSLATION_ATTEMPTS && retries.length > 0;
-  const results = outcomes.flatMap((outcome) => {
-    if (outcome.status === "retry" && retryNow) return [];
-    const status: Exclude<TranslationState, "pending"> = outcome.status === "retry" ? "failed" : outcome.status;
-    const content = outcome.status === "done" ? reassemble(pieces, outcome.translations) : null;
-    return [{ language: outcome.language, status, content }];
+    .where(inArray(messages.id, [...jobs.keys()]));
+  // A message gone with its channel or conversation took its rows along; one with none pending is done.
+  const work: Work[] = found.flatMap(({ message, pending }) => {
+    if (!pending?.length) return [];
+    const pieces = splitForTranslation(message.content);
+    return [{ payload: jobs.get(message.id)!, message, pending, pieces, texts: [...new Set(proseOf(pieces))] }];
   });
+  if (work.length === 0) return;
+
+  const cached = await cachedTranslations(deps, work);
+  const outcomes = await translateAll(provider, work, cached);
+
+  const results: StoredResult[] = [];
+  const retrying: { work: Work; retries: Extract<Outcome, { status: "retry" }>[]; attempt: number }[] = [];
+  for (const item of work) {
+    const attempt = item.payload.attempt ?? 1;
+    const retries = outcomes.get(item)!.flatMap((outcome) => (outcome.status === "retry" ? [outcome] : []));
+    const retryNow = attempt < MAX_TRANSLATION_ATTEMPTS && retries.length > 0;
+    if (retryNow) retrying.push({ work: item, retries, attempt });
+    for (const outcome of outcomes.get(item)!) {
+      if (outcome.status === "retry" && retryNow) continue;
+      if (outcome.status === "failed" || outcome.status === "retry")
+        deps.logger.warn(
+          { messageId: item.message.id, language: outcome.language, reason: outcome.reason, attempt },
+          "translation: gave up",
+        );
+      results.push({
+        message: item.message,
+        language: outcome.language,
+        status: outcome.status === "retry" ? "failed" : outcome.status,
+        content: outcome.status === "done" ? reassemble(item.pieces, outcome.translations) : null,
+      });
+    }
+  }
+
   await writeWithEvents(deps, async (tx, emit) => {
     const now = deps.clock.now();
-    await storeCache(tx, now, message.language, outcomes);
+    await storeCache(tx, now, work, outcomes);
     // Only rows still pending: a second run of the same job (a retry after a crash) stores
     // and announces nothing twice.
-    const stored = await storeResults(tx, now, message.id, results);
+    const stored = await storeResults(tx, now, results);
     for (const result of results) {
-      if (result.status !== "not_needed" && stored.has(result.language))
-        emit(translationReady(message, result.language, result.status, result.content));
+      if (result.status !== "not_needed" && stored.has(`${result.message.id} ${result.language}`))
+        emit(translationReady(result.message, result.language, result.status, result.content));
     }
-    if (retryNow) {
+    for (const { work: item, retries, attempt } of retrying) {
       const next = {
-        messageId: message.id,
-        ...(payload.language && { language: payload.language }),
+        messageId: item.message.id,
+        ...(item.payload.language && { language: item.payload.language }),
         attempt: attempt + 1,
       };
       const retryAfters = retries.flatMap((retry) => (retry.retryAfterMs === undefined ? [] : [retry.retryAfterMs]));
@@ -111,7 +183,7 @@ export async function translateMessage(
       await enqueueJob(tx, now, translationJobs.message, next, { jobId: translationJobId(next), delayMs });
       deps.logger.info(
         {
-          messageId: message.id,
+          messageId: item.message.id,
           languages: retries.map((retry) => retry.language),
           attempt: attempt + 1,
           delayMs,
@@ -121,61 +193,97 @@ export async function translateMessage(
       );
     }
   });
-  if (retryNow) deps.jobOutbox.wake();
-  for (const outcome of outcomes) {
-    if (outcome.status === "failed" || (outcome.status === "retry" && !retryNow)) {
-      deps.logger.warn(
-        { messageId: message.id, language: outcome.language, reason: outcome.reason, attempt },
-        "translation: gave up",
-      );
-    }
-  }
+  if (retrying.length > 0) deps.jobOutbox.wake();
 }
 
-/** Per language, the texts the cache already knows (text → translation), in one lookup for all. */
-async function cachedTranslations(
-  deps: Deps,
-  source: Language | null,
-  languages: Language[],
-  texts: string[],
-): Promise<Map<Language, Map<string, string>>> {
-  const wanted = new Map<string, { language: Language; text: string }>();
-  for (const language of languages)
-    for (const text of texts) wanted.set(cacheKey(source, language, text), { language, text });
-  const byLanguage = new Map(languages.map((language) => [language, new Map<string, string>()]));
-  if (wanted.size === 0) return byLanguage;
+/** The cache's translations of every text of `work` into each of its pending languages (key → content), in one lookup. */
+async function cachedTranslations(deps: Deps, work: Work[]): Promise<Map<string, string>> {
+  const keys = new Set<string>();
+  for (const item of work)
+    for (const language of item.pending)
+      for (const text of item.texts) keys.add(cacheKey(item.message.language, language, text));
+  if (keys.size === 0) return new Map();
   const rows = await deps.db
     .select({ key: translationCache.key, content: translationCache.content })
     .from(translationCache)
-    .where(inArray(translationCache.key, [...wanted.keys()]));
-  for (const row of rows) {
-    const { language, text } = wanted.get(row.key)!;
-    byLanguage.get(language)!.set(text, row.content);
-  }
-  return byLanguage;
+    .where(inArray(translationCache.key, [...keys]));
+  return new Map(rows.map((row) => [row.key, row.content]));
 }
 
-/** One language: what the cache had, the rest from the provider in batches. */
-async function translateInto(
+/**
+ * Every pending language of every message: what the cache had, the rest from the provider.
+ * The texts of all messages with the same source and target language go together, each
+ * distinct text once, in requests of the provider's batch size.
+ */
+async function translateAll(
   provider: TranslationProvider,
-  message: Message,
-  texts: string[],
-  language: Language,
+  work: Work[],
   cached: Map<string, string>,
-): Promise<Outcome> {
-  const translations = new Map(cached);
-  const fromCache = new Set(cached.keys());
-  const missing = texts.filter((text) => !translations.has(text));
-  try {
-    for (let at = 0; at < missing.length; at += provider.batchSize) {
-      const batch = missing.slice(at, at + provider.batchSize);
-      const results = await provider.translate({ texts: batch, target: language, source: message.language });
-      // A message of unknown language (a bot's) that the provider finds already in the reader's.
-      if (message.language === null && at === 0 && results[0]?.detectedSource === language)
-        return { language, status: "not_needed" };
-      batch.forEach((text, index) => translations.set(text, results[index]!.text));
+): Promise<Map<Work, Outcome[]>> {
+  type Pair = {
+    source: Language | null;
+    target: Language;
+    missing: Set<string>;
+    /** Per text, the provider's result or the error its request failed with. */
+    answers: Map<string, unknown>;
+  };
+  const pairs = new Map<string, Pair>();
+  const asks: { item: Work; language: Language; pair: Pair; translations: Map<string, string>; missing: string[] }[] =
+    [];
+  for (const item of work) {
+    for (const language of item.pending) {
+      const key = `${item.message.language ?? "auto"} ${language}`;
+      let pair = pairs.get(key);
+      if (!pair) {
+        pair = { source: item.message.language, target: language, missing: new Set(), answers: new Map() };
+        pairs.set(key, pair);
+      }
+      const translations = new Map<string, string>();
+      const missing: string[] = [];
+      for (const text of item.texts) {
+        const hit = cached.get(cacheKey(item.message.language, language, text));
+        if (hit === undefined) missing.push(text);
+        else translations.set(text, hit);
+      }
+      missing.forEach((text) => pair.missing.add(text));
+      asks.push({ item, language, pair, translations, missing });
     }
-  } catch (error) {
+  }
+
+  const requests = [...pairs.values()].flatMap((pair) => {
+    const texts = [...pair.missing];
+    const chunks: { pair: Pair; texts: string[] }[] = [];
+    for (let at = 0; at < texts.length; at += provider.batchSize)
+      chunks.push({ pair, texts: texts.slice(at, at + provider.batchSize) });
+    return chunks;
+  });
+  await mapLimit(requests, REQUESTS_AT_ONCE, async ({ pair, texts }) => {
+    try {
+      const results = await provider.translate({ texts, target: pair.target, source: pair.source });
+      texts.forEach((text, index) => pair.answers.set(text, results[index]!));
+    } catch (error) {
+      texts.forEach((text) => pair.answers.set(text, error));
+    }
+  });
+
+  const outcomes = new Map<Work, Outcome[]>(work.map((item) => [item, []]));
+  for (const { item, language, pair, translations, missing } of asks) {
+    outcomes.get(item)!.push(outcomeOf(item.message, language, pair.answers, translations, missing));
+  }
+  return outcomes;
+}
+
+/** One language of one message, from the cache's and the provider's answers. */
+function outcomeOf(
+  message: Message,
+  language: Language,
+  answers: Map<string, unknown>,
+  translations: Map<string, string>,
+  missing: string[],
+): Outcome {
+  const cached = new Set(translations.keys());
+  const error = missing.map((text) => answers.get(text)).find((answer) => !isTranslated(answer));
+  if (error !== undefined) {
     if (error instanceof TranslationProviderError && !error.retryable)
       return { language, status: "failed", reason: error.message };
     const reason = error instanceof Error ? error.message : "translation failed";
@@ -183,47 +291,68 @@ async function translateInto(
       ? { language, status: "retry", reason, retryAfterMs: error.retryAfterMs }
       : { language, status: "retry", reason };
   }
-  return { language, status: "done", translations, cached: fromCache };
+  // A message of unknown language (a bot's) that the provider finds already in the reader's.
+  const first = missing.length > 0 ? (answers.get(missing[0]!) as Translated) : undefined;
+  if (message.language === null && first?.detectedSource === language) return { language, status: "not_needed" };
+  for (const text of missing) translations.set(text, (answers.get(text) as Translated).text);
+  return { language, status: "done", translations, cached };
 }
 
-/** Every language's result in one statement, on rows still pending; resolves with the languages stored. */
-async function storeResults(
-  tx: Transaction,
-  now: Date,
-  messageId: string,
-  results: { language: Language; status: TranslationState; content: string | null }[],
-): Promise<Set<Language>> {
+function isTranslated(answer: unknown): answer is Translated {
+  return typeof answer === "object" && answer !== null && "text" in answer && !(answer instanceof Error);
+}
+
+type StoredResult = {
+  message: Message;
+  language: Language;
+  status: Exclude<TranslationState, "pending">;
+  content: string | null;
+};
+
+/** Every result in one statement, on rows still pending; resolves with the `<message id> <language>` stored. */
+async function storeResults(tx: Transaction, now: Date, results: StoredResult[]): Promise<Set<string>> {
   if (results.length === 0) return new Set();
   const values = sql.join(
-    results.map((result) => sql`(${result.language}, ${result.status}, ${result.content}::text)`),
+    results.map((result) => sql`(${result.message.id}, ${result.language}, ${result.status}, ${result.content}::text)`),
     sql`, `,
   );
   const stored = await tx.execute(sql`
     update ${messageTranslations} set status = results.status, content = results.content,
       updated_at = ${now.toISOString()}::timestamptz
-    from (values ${values}) as results (language, status, content)
-    where ${messageTranslations.messageId} = ${messageId}
+    from (values ${values}) as results (message_id, language, status, content)
+    where ${messageTranslations.messageId} = results.message_id
       and ${messageTranslations.language} = results.language
       and ${messageTranslations.status} = 'pending'
-    returning ${messageTranslations.language}`);
-  return new Set(rowsOf<{ language: Language }>(stored).map((row) => row.language));
+    returning ${messageTranslations.messageId} as message_id, ${messageTranslations.language} as language`);
+  return new Set(
+    rowsOf<{ message_id: string; language: Language }>(stored).map((row) => `${row.message_id} ${row.language}`),
+  );
 }
 
 /** What the provider translated goes into the cache; what the cache answered is marked used. */
-async function storeCache(tx: Transaction, now: Date, source: Language | null, outcomes: Outcome[]): Promise<void> {
-  const rows: { key: string; content: string; usedAt: Date }[] = [];
-  const used: string[] = [];
-  for (const outcome of outcomes) {
-    if (outcome.status !== "done") continue;
-    for (const [text, content] of outcome.translations) {
-      const key = cacheKey(source, outcome.language, text);
-      if (outcome.cached.has(text)) used.push(key);
-      else rows.push({ key, content, usedAt: now });
+async function storeCache(tx: Transaction, now: Date, work: Work[], outcomes: Map<Work, Outcome[]>): Promise<void> {
+  const rows = new Map<string, { key: string; content: string; usedAt: Date }>();
+  const used = new Set<string>();
+  for (const item of work) {
+    for (const outcome of outcomes.get(item)!) {
+      if (outcome.status !== "done") continue;
+      for (const [text, content] of outcome.translations) {
+        const key = cacheKey(item.message.language, outcome.language, text);
+        if (outcome.cached.has(text)) used.add(key);
+        else rows.set(key, { key, content, usedAt: now });
+      }
     }
   }
-  if (rows.length > 0) await tx.insert(translationCache).values(rows).onConflictDoNothing();
-  if (used.length > 0)
-    await tx.update(translationCache).set({ usedAt: now }).where(inArray(translationCache.key, used));
+  if (rows.size > 0)
+    await tx
+      .insert(translationCache)
+      .values([...rows.values()])
+      .onConflictDoNothing();
+  if (used.size > 0)
+    await tx
+      .update(translationCache)
+      .set({ usedAt: now })
+      .where(inArray(translationCache.key, [...used]));
 }
 
 function translationReady(
