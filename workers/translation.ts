@@ -1,19 +1,26 @@
 // Translation queue processor: one job per message (and per language a reader asked for, and
-// per retry); server/services/translation/translate-message.ts does the work, for the jobs
-// that arrive together in one batch. Without a
-// provider (TRANSLATION_PROVIDER=none) no translation job is ever written.
+// per retry); server/services/translation/translate-message.ts does the work, for the jobs that
+// arrive together in one batch. Without a provider (TRANSLATION_PROVIDER=none) no translation
+// job is ever written.
 import type { Deps } from "../server/deps.ts";
 import { PermanentJobError, type JobDefinition, type JobHandlers } from "../server/jobs/definition.ts";
-import { translationJobs } from "../server/services/translation/jobs.ts";
+import { translationJobs, type TranslationJobPayload } from "../server/services/translation/jobs.ts";
 import type { TranslationProvider } from "../server/services/translation/provider.ts";
+import { Batcher } from "../server/jobs/batcher.ts";
 import {
+  BATCH_MESSAGES,
+  BATCHES_AT_ONCE,
   pruneTranslationCache,
-  TranslationBatcher,
   translateMessages,
 } from "../server/services/translation/translate-message.ts";
 
 export function translationHandlers(deps: Deps, provider: TranslationProvider | null): JobHandlers {
-  const batcher = provider && new TranslationBatcher((payloads) => translateMessages(deps, provider, payloads));
+  const batcher =
+    provider &&
+    new Batcher<TranslationJobPayload>((payloads) => translateMessages(deps, provider, payloads), {
+      batchSize: BATCH_MESSAGES,
+      atOnce: BATCHES_AT_ONCE,
+    });
   return new Map([
     [
       translationJobs.message.name,

@@ -2,7 +2,7 @@
 // message is translated, its prose only (protect.ts), each distinct text once (the cache, then
 // the provider in batches), and stored with a `translation.ready` event for the readers of that
 // language. The jobs that arrive while others are being translated go together
-// (TranslationBatcher): one read, one cache lookup, one provider request per language pair for
+// (server/jobs/batcher.ts): one read, one cache lookup, one provider request per language pair for
 // all their texts (up to the provider's batch size), one transaction. A language the provider
 // could not do now (429, 5xx, a timeout) is tried again by a delayed job of that message; after
 // the last try, or at once for a refusal trying again cannot fix, it is stored as "failed"
@@ -55,46 +55,10 @@ export function cacheKey(source: Language | null, target: Language, text: string
     .digest("base64url");
 }
 
-/** Messages translated together at most (their jobs wait for the next batch). */
+/** Messages translated together at most (their jobs wait for the next batch; server/jobs/batcher.ts). */
 export const BATCH_MESSAGES = 50;
 /** Batches of one process translated at once; jobs that arrive meanwhile wait and go together. */
-const BATCHES_AT_ONCE = 2;
-
-/**
- * Gathers the translation jobs of this process. A job goes at once when fewer than
- * BATCHES_AT_ONCE batches are being translated; otherwise it waits for the next batch (with
- * up to BATCH_MESSAGES others) and resolves or fails with it. Alone, a message goes at once;
- * under load, messages share their reads, provider requests and transaction.
- */
-export class TranslationBatcher {
-  private waiting: { payload: TranslationJobPayload; settle: (error?: unknown) => void }[] = [];
-  private running = 0;
-
-  constructor(private readonly translate: (payloads: TranslationJobPayload[]) => Promise<void>) {}
-
-  /** Resolves when the message's batch is stored (or had nothing to do). */
-  add(payload: TranslationJobPayload): Promise<void> {
-    return new Promise((resolve, reject) => {
-      this.waiting.push({ payload, settle: (error) => (error === undefined ? resolve() : reject(error)) });
-      this.next();
-    });
-  }
-
-  private next(): void {
-    if (this.running >= BATCHES_AT_ONCE || this.waiting.length === 0) return;
-    const batch = this.waiting.splice(0, BATCH_MESSAGES);
-    this.running++;
-    this.translate(batch.map((job) => job.payload))
-      .then(
-        () => batch.forEach((job) => job.settle()),
-        (error: unknown) => batch.forEach((job) => job.settle(error ?? new Error("translation failed"))),
-      )
-      .finally(() => {
-        this.running--;
-        this.next();
-      });
-  }
-}
+export const BATCHES_AT_ONCE = 2;
 
 /** A message of the batch and what it still needs. */
 type Work = {

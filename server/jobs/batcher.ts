@@ -1,0 +1,38 @@
+// Gathers the jobs of one kind that a process is running, so that they share their database
+// round trips (and, for translation, provider requests). A job goes at once when fewer than
+// `atOnce` batches are running; otherwise it waits for the next batch (with up to `batchSize`
+// others) and resolves or fails with it. Alone, a job goes at once; under load, jobs go together.
+// Used by the translation and outbound-webhook queues, whose jobs are stable per record, so a
+// batch that fails is retried job by job by the queue.
+export class Batcher<Item> {
+  private waiting: { item: Item; settle: (error?: unknown) => void }[] = [];
+  private running = 0;
+
+  constructor(
+    private readonly run: (items: Item[]) => Promise<void>,
+    private readonly options: { batchSize: number; atOnce: number },
+  ) {}
+
+  /** Resolves when the item's batch is done. */
+  add(item: Item): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.waiting.push({ item, settle: (error) => (error === undefined ? resolve() : reject(error)) });
+      this.next();
+    });
+  }
+
+  private next(): void {
+    if (this.running >= this.options.atOnce || this.waiting.length === 0) return;
+    const batch = this.waiting.splice(0, this.options.batchSize);
+    this.running++;
+    this.run(batch.map((job) => job.item))
+      .then(
+        () => batch.forEach((job) => job.settle()),
+        (error: unknown) => batch.forEach((job) => job.settle(error ?? new Error("batch failed"))),
+      )
+      .finally(() => {
+        this.running--;
+        this.next();
+      });
+  }
+}
