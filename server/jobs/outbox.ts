@@ -90,12 +90,41 @@ export async function enqueueJob<Payload>(
 }
 
 /**
+ * Adds several jobs of one definition inside the caller's transaction, in one statement (ids
+ * already waiting are skipped). Resolves with how many rows were written.
+ */
+export async function enqueueJobs<Payload>(
+  tx: Executor,
+  now: Date,
+  definition: JobDefinition<Payload>,
+  jobs: { payload: Payload; jobId: string; delayMs?: number }[],
+): Promise<number> {
+  if (jobs.length === 0) return 0;
+  const rows = jobs.map((job) => {
+    if (job.jobId.includes(":")) throw new Error(`job id ${job.jobId} contains ":"`);
+    return {
+      name: definition.name,
+      payload: definition.payload.parse(job.payload),
+      jobId: job.jobId,
+      runAt: job.delayMs ? new Date(now.getTime() + job.delayMs) : null,
+      createdAt: now,
+    };
+  });
+  const written = await tx
+    .insert(jobOutbox)
+    .values(rows)
+    .onConflictDoNothing({ target: jobOutbox.jobId })
+    .returning({ id: jobOutbox.id });
+  return written.length;
+}
+
+/**
  * Every handler, wrapped so that its outbox row goes once the job is done: when it succeeds,
  * or fails for good (a permanent error, or its last attempt). Until then the row stays, and
  * the relay hands it over again if the queue lost it.
  */
 export function settleOutboxJobs(handlers: JobHandlers, db: Database): JobHandlers {
-  const settle = (jobId: string) => db.delete(jobOutbox).where(eq(jobOutbox.jobId, jobId));
+  const settle = gatherSettles(db);
   return new Map(
     [...handlers].map(([name, { definition, handle }]): [string, JobHandlerEntry] => [
       name,
@@ -113,6 +142,26 @@ export function settleOutboxJobs(handlers: JobHandlers, db: Database): JobHandle
       },
     ]),
   );
+}
+
+/**
+ * Deletes the rows of the jobs that finish in the same turn of the event loop in one statement
+ * (a batch of jobs finishes together); each caller waits for its own row's deletion.
+ */
+function gatherSettles(db: Database): (jobId: string) => Promise<void> {
+  let gathering: { jobIds: string[]; deleted: Promise<void> } | undefined;
+  return (jobId) => {
+    if (!gathering) {
+      const batch = { jobIds: [] as string[], deleted: Promise.resolve() };
+      batch.deleted = new Promise<void>((resolve) => setImmediate(resolve)).then(async () => {
+        gathering = undefined;
+        await db.delete(jobOutbox).where(inArray(jobOutbox.jobId, batch.jobIds));
+      });
+      gathering = batch;
+    }
+    gathering.jobIds.push(jobId);
+    return gathering.deleted;
+  };
 }
 
 type OutboxDeps = {
