@@ -13,6 +13,7 @@ import { eventsRouter } from "./events.ts";
 import { meRouter } from "./me.ts";
 import { messagesRouter } from "./messages.ts";
 import { otpRouter } from "./otp.ts";
+import { outboundWebhooksRouter } from "./outbound-webhooks.ts";
 import { passwordResetRouter } from "./password-reset.ts";
 import { socialRouter } from "./social.ts";
 import { tokensRouter } from "./tokens.ts";
@@ -35,6 +36,7 @@ export const appRouter = router({
   messages: messagesRouter,
   direct: directRouter,
   webhooks: webhooksRouter,
+  outboundWebhooks: outboundWebhooksRouter,
 });
 
 export type AppRouter = typeof appRouter;

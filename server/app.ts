@@ -13,6 +13,7 @@ import { createWsContext } from "./context.ts";
 import type { Deps } from "./deps.ts";
 import { InProcessEventBus, RedisEventBus } from "./events/bus.ts";
 import { EventRelay } from "./events/relay.ts";
+import { OutboundDispatcher } from "./services/outbound/dispatch.ts";
 import { createRequestListener } from "./http/host.ts";
 import { MAX_PAYLOAD_BYTES, serveTrpcOverWebSocket } from "./http/trpc-websocket.ts";
 import { CLOSE_CODES } from "./http/trpc-ws-protocol.ts";
@@ -88,9 +89,10 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
   const events = config.redisUrl
     ? new RedisEventBus(config.redisUrl, config.redisPrefix, logger)
     : new InProcessEventBus();
-  const relay = new EventRelay({ database, events, clock, logger });
-  const credentials = new CredentialWatch({ db: database.db, events, clock, logger });
   const jobOutbox = new JobOutbox({ db: database.db, jobs, definitions: () => handlers, clock, logger });
+  const dispatcher = new OutboundDispatcher({ db: database.db, clock, logger, jobOutbox });
+  const relay = new EventRelay({ database, events, clock, logger, onPositioned: () => dispatcher.wake() });
+  const credentials = new CredentialWatch({ db: database.db, events, clock, logger });
   const deps: Deps = {
     config,
     db: database.db,
@@ -100,6 +102,7 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
     jobOutbox,
     events,
     relay,
+    outboundDispatcher: dispatcher,
     credentials,
     throttle: createThrottle({ redis, prefix: config.redisPrefix, webhookQuotaPerHour: config.webhookQuotaPerHour }),
     singleUse: createSingleUseStore({ redis, prefix: config.redisPrefix, db: database.db, clock }),
@@ -111,6 +114,7 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
   handlers = settleOutboxJobs(buildJobHandlers(deps, { mail, push: push.providers, translation }), database.db);
   relay.start();
   jobOutbox.start();
+  dispatcher.start();
   // Not awaited: start-up must not wait for Redis.
   credentials.start().catch((error: unknown) => logger.warn({ err: error }, "could not watch credentials"));
   return {
@@ -123,6 +127,8 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
     async close() {
       // The relay first: it publishes what is committed while the bus and database are still open.
       await relay.close();
+      // Then the dispatcher, whose deliveries' jobs the outbox hands over next.
+      await dispatcher.close();
       credentials.close();
       // The outbox before the queue: it hands over what is committed while the queue is open.
       await jobOutbox.close();

@@ -83,6 +83,7 @@ type Level =
   | "member"
   | "invite"
   | "webhook"
+  | "outboundWebhook"
   | "conversation"
   | "token"
   | "device"
@@ -109,6 +110,7 @@ const R = {
   invite: { level: "invite", what: "an invite (owners and admins only)", visibleTo: manages },
   /** Webhooks: a plain member is refused (403) rather than told they do not exist (contract). */
   webhook: { level: "webhook", what: "an inbound webhook", visibleTo: inWorkspace },
+  outboundWebhook: { level: "outboundWebhook", what: "an outbound webhook", visibleTo: inWorkspace },
   conversation: {
     level: "conversation",
     what: "the direct conversation",
@@ -638,6 +640,60 @@ const WALK: Walk = {
     },
   ],
 
+  // ---- outbound webhooks (owners and admins) ----
+  "outboundWebhooks.list": [
+    {
+      chain: [R.workspace],
+      may: manages,
+      target: workspaceTarget,
+      input: (t) => ({ workspace_id: idOf(t, "workspace") }),
+    },
+  ],
+  "outboundWebhooks.create": [
+    {
+      chain: [R.workspace],
+      may: manages,
+      target: workspaceTarget,
+      input: (t) => ({ workspace_id: idOf(t, "workspace"), url: CLOSED_URL, events: ["message.created"] }),
+    },
+  ],
+  "outboundWebhooks.update": [
+    {
+      chain: [R.workspace, R.outboundWebhook],
+      may: manages,
+      target: freshOutboundWebhook,
+      input: (t) => ({
+        workspace_id: idOf(t, "workspace"),
+        id: idOf(t, "outboundWebhook"),
+        events: ["member.joined"],
+      }),
+    },
+  ],
+  "outboundWebhooks.delete": [
+    {
+      chain: [R.workspace, R.outboundWebhook],
+      may: manages,
+      target: freshOutboundWebhook,
+      input: (t) => ({ workspace_id: idOf(t, "workspace"), id: idOf(t, "outboundWebhook") }),
+    },
+  ],
+  "outboundWebhooks.deliveries": [
+    {
+      chain: [R.workspace, R.outboundWebhook],
+      may: manages,
+      target: freshOutboundWebhook,
+      input: (t) => ({ workspace_id: idOf(t, "workspace"), id: idOf(t, "outboundWebhook") }),
+    },
+  ],
+  "outboundWebhooks.test": [
+    {
+      chain: [R.workspace, R.outboundWebhook],
+      may: manages,
+      target: freshOutboundWebhook,
+      input: (t) => ({ workspace_id: idOf(t, "workspace"), webhook_id: idOf(t, "outboundWebhook") }),
+    },
+  ],
+
   // ---- channel messages ----
   "messages.list": [
     ...CHANNEL_KINDS.map((kind) => ({
@@ -925,6 +981,7 @@ function ghostOf(target: Target, level: Level): Target {
     member: "mem",
     invite: "inv",
     webhook: "whk",
+    outboundWebhook: "owh",
     conversation: "dm",
     token: "tok",
     device: "dev",
@@ -1337,6 +1394,26 @@ async function freshWebhook(): Promise<Target> {
   return {
     ids: { workspace: w.workspace.id, webhook: body.data.id },
     secrets: { webhook: [body.data.secret, body.data.signing_secret] },
+  };
+}
+
+/** A closed port: a test send to it fails at once (and is answered 200 with that result). */
+const CLOSED_URL = "http://127.0.0.1:9/hook";
+
+/** A fresh outbound webhook of the fixture workspace; its secret is secret from everyone but managers. */
+async function freshOutboundWebhook(): Promise<Target> {
+  const body = ok(
+    await ctx.api.post(
+      `/api/v1/workspaces/${w.workspace.id}/outbound-webhooks`,
+      { url: CLOSED_URL, events: ["message.created"] },
+      { token: w.users.owner.token },
+    ),
+    201,
+    "outbound webhook create",
+  );
+  return {
+    ids: { workspace: w.workspace.id, outboundWebhook: body.data.id },
+    secrets: { outboundWebhook: [body.data.secret] },
   };
 }
 

@@ -12,6 +12,7 @@ import { fileJobs, PRUNE_STAGED_FILES_EVERY_MS, PURGE_DELETED_FILES_EVERY_MS } f
 import { accountHandlers } from "./accounts.ts";
 import { fileHandlers } from "./files.ts";
 import { mailHandlers } from "./mail.ts";
+import { outboundWebhookHandlers } from "./outbound-webhooks.ts";
 import { pushHandlers } from "./push.ts";
 import { translationHandlers } from "./translation.ts";
 import { webhookHandlers } from "./webhooks.ts";
@@ -27,6 +28,7 @@ export function buildJobHandlers(
     ...fileHandlers(deps),
     ...accountHandlers(deps),
     ...webhookHandlers(deps),
+    ...outboundWebhookHandlers(deps),
   ]);
 }
 

@@ -11,3 +11,4 @@ export * from "./job-outbox.ts";
 export * from "./push-devices.ts";
 export * from "./translations.ts";
 export * from "./webhooks.ts";
+export * from "./outbound-webhooks.ts";

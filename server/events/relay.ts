@@ -15,7 +15,7 @@
 // bus after their commits; it also polls, for changes whose writer could not wake it (the CLI).
 import type { DbSession, DatabaseHandle } from "../../db/client.ts";
 import { streamEvents } from "../../db/schema/index.ts";
-import { and, lt, sql } from "drizzle-orm";
+import { and, lt, lte, sql } from "drizzle-orm";
 import type { Clock } from "../clock.ts";
 import { oncePer, type Logger } from "../logger.ts";
 import { RunLoop } from "../run-loop.ts";
@@ -67,6 +67,8 @@ type RelayDeps = {
   events: EventBus;
   clock: Clock;
   logger: Logger;
+  /** Called after events were positioned (the outbound webhooks' dispatcher reads them). */
+  onPositioned?: () => void;
 };
 
 export class EventRelay {
@@ -145,6 +147,7 @@ export class EventRelay {
       this.republishFrom = Number(rows.at(-1)!.position) + 1;
     }
     const rows = await session.query<PositionedRow>(POSITION_BATCH, [BATCH_SIZE, this.leaderPid]);
+    if (rows.length > 0) this.deps.onPositioned?.();
     await this.publish(rows);
     return this.republishFrom === undefined ? rows.length : 0;
   }
@@ -242,7 +245,8 @@ export class EventRelay {
 
   /**
    * Deletes events past the retention window (the publisher only). The newest stays, so the
-   * newest position stays known (a resume from a position above it is refused).
+   * newest position stays known (a resume from a position above it is refused), and so does
+   * every event the outbound webhooks' dispatcher has not read yet.
    */
   private async prune(): Promise<void> {
     if (!this.leading || this.closed) return;
@@ -253,6 +257,7 @@ export class EventRelay {
         and(
           lt(streamEvents.position, sql`(select max(${streamEvents.position}) from ${streamEvents})`),
           lt(streamEvents.createdAt, before),
+          lte(streamEvents.position, sql`(select position from outbound_dispatch where id = 1)`),
         ),
       )
       .catch((error: unknown) => this.deps.logger.warn({ err: error }, "event relay: pruning failed"));

@@ -17,9 +17,10 @@ import {
 const WORKER_CLOSE_MS = 10_000;
 /**
  * Jobs one worker runs at once. Translation jobs mostly wait for their batch (those that arrive
- * while two batches are out go together; translate-message.ts), so many may be taken at once.
+ * while two batches are out go together; translate-message.ts), and outbound webhook jobs for
+ * the receivers' answers, so many of those may be taken at once.
  */
-const CONCURRENCY: Partial<Record<QueueName, number>> = { translation: 100 };
+const CONCURRENCY: Partial<Record<QueueName, number>> = { translation: 100, "outbound-webhooks": 50 };
 const DEFAULT_CONCURRENCY = 10;
 /** How long a queue (which only adds jobs) may take to close its connection. */
 const QUEUE_CLOSE_MS = 2_000;

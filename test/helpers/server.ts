@@ -70,6 +70,9 @@ export async function startTestServer(
     // Push never leaves the machine: Expo (on by default) points at a closed port unless a test
     // starts a fake provider (test/helpers/push.ts) and overrides it.
     PUSH_EXPO_URL: "http://127.0.0.1:9/--/api/v2/push/send",
+    // Outbound webhooks call receivers the tests start on 127.0.0.1 (the contract: tests set it);
+    // the SSRF guard's own tests turn it back off.
+    OUTBOUND_ALLOW_PRIVATE: "true",
     ...(database && { DATABASE_URL: database.url }),
     ...(process.env.REDIS_URL && {
       REDIS_URL: process.env.REDIS_URL,

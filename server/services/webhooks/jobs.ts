@@ -1,8 +1,9 @@
-// The maintenance job of inbound webhooks: request log entries older than 30 days and
-// idempotency keys past their 24 hours are deleted. Scheduled hourly by workers/index.ts.
+// The maintenance job of webhooks: inbound request log entries and outbound deliveries older
+// than 30 days, and idempotency keys past their 24 hours, are deleted. Scheduled hourly by
+// workers/index.ts.
 import { lt } from "drizzle-orm";
 import { z } from "zod";
-import { webhookIdempotencyKeys, webhookRequests } from "../../../db/schema/index.ts";
+import { outboundDeliveries, webhookIdempotencyKeys, webhookRequests } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
 import { defineJob } from "../../jobs/definition.ts";
 import { IDEMPOTENCY_RETENTION_MS } from "./post.ts";
@@ -23,6 +24,10 @@ export const webhookJobs = {
 export async function pruneWebhookRecords(deps: Pick<Deps, "db" | "clock">): Promise<void> {
   const now = deps.clock.now().getTime();
   await deps.db.delete(webhookRequests).where(lt(webhookRequests.createdAt, new Date(now - WEBHOOK_LOG_RETENTION_MS)));
+  // Settled or not: a delivery is retried for a day at most.
+  await deps.db
+    .delete(outboundDeliveries)
+    .where(lt(outboundDeliveries.createdAt, new Date(now - WEBHOOK_LOG_RETENTION_MS)));
   await deps.db
     .delete(webhookIdempotencyKeys)
     .where(lt(webhookIdempotencyKeys.createdAt, new Date(now - IDEMPOTENCY_RETENTION_MS)));

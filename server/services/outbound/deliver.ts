@@ -1,0 +1,239 @@
+// Attempts of deliveries (docs/outbound-webhooks.md): the stored body is POSTed to the
+// webhook's URL, signed afresh (`X-Service-Signature: t=…,v1=<hex HMAC-SHA256 of "<t>.<body>">`),
+// through the SSRF guard (no private targets unless OUTBOUND_ALLOW_PRIVATE, checked at connect
+// time; no redirects), within 10 s. A 2xx is success. Otherwise the next attempt is scheduled
+// (8 in all, over about a day), then the delivery is failed. Every attempt is logged with its
+// status code, duration, error and the first 1 KB of the answer. A webhook whose every attempt
+// has failed for a day is switched off, with the reason shown to its managers. The jobs that
+// arrive while others are out go together (server/jobs/batcher.ts): one read, their requests at
+// once, one transaction for their results.
+import { and, eq, inArray, sql } from "drizzle-orm";
+import { rowsOf, type Transaction } from "../../../db/client.ts";
+import {
+  outboundDeliveries,
+  outboundDeliveryAttempts,
+  outboundWebhooks,
+  type OutboundDelivery,
+  type OutboundWebhook,
+} from "../../../db/schema/index.ts";
+import { unseal } from "../../crypto.ts";
+import type { Deps } from "../../deps.ts";
+import { enqueueJobs } from "../../jobs/outbox.ts";
+import { DEFAULT_REQUEST_TIMEOUT_MS, describeRequestError } from "../../outbound-http.ts";
+import { guardedPost, RefusedTargetError } from "../../outbound/guard.ts";
+import { signWebhookBody } from "../webhooks/signature.ts";
+import { deliverJobId, outboundJobs, type DeliverPayload } from "./jobs.ts";
+
+/** Attempts per delivery, the first included. */
+export const DELIVERY_ATTEMPTS = 8;
+/** How much of the receiver's answer is kept. */
+export const RESPONSE_BODY_LIMIT = 1024;
+/** Deliveries attempted together at most, and batches of one process at once. */
+export const DELIVERY_BATCH = { batchSize: 100, atOnce: 4 };
+/** A webhook whose attempts have all failed for this long is switched off. */
+export const FAILING_DISABLES_AFTER_MS = 24 * 3600_000;
+
+/** The wait before attempt `attempt` (2…8): 30 s, 2 min, 8 min, 32 min, 2 h 8 min, 8 h 32 min, 12 h; 23 h 23 min in all. */
+export function retryDelayMs(attempt: number): number {
+  return Math.min(30_000 * 4 ** (attempt - 2), 12 * 3600_000);
+}
+
+export type AttemptResult = {
+  statusCode: number | null;
+  durationMs: number;
+  error: string | null;
+  responseBody: string | null;
+};
+
+const succeeded = (result: AttemptResult) =>
+  result.statusCode !== null && result.statusCode >= 200 && result.statusCode < 300;
+
+/** Sends the delivery's body once; never throws (a failure is a result). */
+export async function send(
+  deps: Pick<Deps, "config" | "clock">,
+  webhook: OutboundWebhook,
+  delivery: Pick<OutboundDelivery, "id" | "event" | "body">,
+): Promise<AttemptResult> {
+  const timestamp = Math.floor(deps.clock.now().getTime() / 1000);
+  const signature = signWebhookBody(unseal(deps.config.appKey, webhook.secretSealed), timestamp, delivery.body);
+  const started = performance.now();
+  try {
+    const response = await guardedPost(
+      webhook.url,
+      {
+        headers: {
+          "content-type": "application/json",
+          "user-agent": "chat-service-webhooks/1",
+          "x-service-event": delivery.event,
+          "x-service-delivery": delivery.id,
+          "x-service-signature": `t=${timestamp},v1=${signature}`,
+        },
+        body: delivery.body,
+      },
+      {
+        timeoutMs: DEFAULT_REQUEST_TIMEOUT_MS,
+        allowPrivate: deps.config.outboundAllowPrivate,
+        maxResponseBytes: RESPONSE_BODY_LIMIT,
+      },
+    );
+    return {
+      statusCode: response.status,
+      durationMs: Math.round(response.durationMs),
+      error: response.status >= 300 && response.status < 400 ? "redirects are not followed" : null,
+      responseBody: response.body,
+    };
+  } catch (error) {
+    return {
+      statusCode: null,
+      durationMs: Math.round(performance.now() - started),
+      error: error instanceof RefusedTargetError ? `refused target: ${error.message}` : describeRequestError(error),
+      responseBody: null,
+    };
+  }
+}
+
+/**
+ * The jobs: each delivery's attempt, unless the delivery is settled, that attempt was already
+ * made (a job that ran twice), or its webhook is gone. An inactive webhook's delivery fails
+ * without being sent.
+ */
+export async function deliverMany(deps: Deps, payloads: DeliverPayload[]): Promise<void> {
+  const jobs = new Map<string, number>();
+  for (const { deliveryId, attempt } of payloads) jobs.set(deliveryId, Math.max(attempt, jobs.get(deliveryId) ?? 0));
+  const found = await deps.db
+    .select({ delivery: outboundDeliveries, webhook: outboundWebhooks })
+    .from(outboundDeliveries)
+    .innerJoin(outboundWebhooks, eq(outboundWebhooks.id, outboundDeliveries.webhookId))
+    .where(inArray(outboundDeliveries.id, [...jobs.keys()]));
+  const due = found.filter(
+    ({ delivery }) => delivery.status === "pending" && delivery.attempts < jobs.get(delivery.id)!,
+  );
+  if (due.length === 0) return;
+  const attempts = await Promise.all(
+    due.map(async ({ delivery, webhook }): Promise<AttemptRecord> => ({
+      delivery,
+      attempt: jobs.get(delivery.id)!,
+      result: webhook.isActive
+        ? await send(deps, webhook, delivery)
+        : { statusCode: null, durationMs: 0, error: "the webhook is inactive", responseBody: null },
+      retry: webhook.isActive,
+      health: webhook.isActive,
+    })),
+  );
+  await recordAttempts(deps, attempts);
+}
+
+export type AttemptRecord = {
+  delivery: Pick<OutboundDelivery, "id" | "webhookId">;
+  attempt: number;
+  result: AttemptResult;
+  /** A failure schedules the next attempt (while attempts remain). */
+  retry: boolean;
+  /** The webhook's failing streak follows the result (test sends leave it alone). */
+  health: boolean;
+};
+
+/**
+ * Logs attempts and settles their deliveries, in one transaction: succeeded, failed, or pending
+ * with the next attempt's job. An attempt recorded before (a job that ran twice) changes nothing.
+ */
+export async function recordAttempts(
+  deps: Pick<Deps, "db" | "clock" | "jobOutbox" | "logger">,
+  records: AttemptRecord[],
+): Promise<void> {
+  if (records.length === 0) return;
+  const now = deps.clock.now();
+  const outcome = (record: AttemptRecord) => {
+    const ok = succeeded(record.result);
+    const again = !ok && record.retry && record.attempt < DELIVERY_ATTEMPTS;
+    return { ok, again, delayMs: again ? retryDelayMs(record.attempt + 1) : 0 };
+  };
+  const { retried, disabled } = await deps.db.transaction(async (tx) => {
+    const logged = await tx
+      .insert(outboundDeliveryAttempts)
+      .values(
+        records.map(({ delivery, attempt, result }) => ({
+          deliveryId: delivery.id,
+          attempt,
+          ...result,
+          createdAt: now,
+        })),
+      )
+      .onConflictDoNothing()
+      .returning({ deliveryId: outboundDeliveryAttempts.deliveryId, attempt: outboundDeliveryAttempts.attempt });
+    const fresh = new Set(logged.map((row) => `${row.deliveryId} ${row.attempt}`));
+    const recorded = records.filter((record) => fresh.has(`${record.delivery.id} ${record.attempt}`));
+    if (recorded.length === 0) return { retried: 0, disabled: [] as string[] };
+
+    const values = sql.join(
+      recorded.map((record) => {
+        const { ok, again, delayMs } = outcome(record);
+        const status = ok ? "succeeded" : again ? "pending" : "failed";
+        const next = again ? new Date(now.getTime() + delayMs).toISOString() : null;
+        const completed = again ? null : now.toISOString();
+        return sql`(${record.delivery.id}, ${record.attempt}::integer, ${status}, ${next}::timestamptz, ${completed}::timestamptz)`;
+      }),
+      sql`, `,
+    );
+    await tx.execute(sql`
+      update ${outboundDeliveries} set attempts = settled.attempts, status = settled.status,
+        next_attempt_at = settled.next_attempt_at, completed_at = settled.completed_at
+      from (values ${values}) as settled (id, attempts, status, next_attempt_at, completed_at)
+      where ${outboundDeliveries.id} = settled.id`);
+    const retries = recorded.filter((record) => outcome(record).again);
+    await enqueueJobs(
+      tx,
+      now,
+      outboundJobs.deliver,
+      retries.map((record) => {
+        const payload = { deliveryId: record.delivery.id, attempt: record.attempt + 1 };
+        return { payload, jobId: deliverJobId(payload), delayMs: outcome(record).delayMs };
+      }),
+    );
+    return {
+      retried: retries.length,
+      disabled: await keepHealth(
+        tx,
+        now,
+        recorded.filter((r) => r.health),
+      ),
+    };
+  });
+  if (retried > 0) deps.jobOutbox.wake();
+  for (const line of disabled) deps.logger.warn(line);
+}
+
+/**
+ * The failing streaks: a success ends its webhook's streak; a failure starts one (when none
+ * runs) or, when it started a day ago or more, switches the webhook off with the reason.
+ * Resolves with a log line per webhook switched off.
+ */
+async function keepHealth(tx: Transaction, now: Date, records: AttemptRecord[]): Promise<string[]> {
+  const healthy = new Set(records.filter((r) => succeeded(r.result)).map((r) => r.delivery.webhookId));
+  if (healthy.size > 0)
+    await tx
+      .update(outboundWebhooks)
+      .set({ failingSince: null })
+      .where(and(inArray(outboundWebhooks.id, [...healthy]), sql`${outboundWebhooks.failingSince} is not null`));
+  const failing = new Map<string, AttemptResult>();
+  for (const record of records)
+    if (!healthy.has(record.delivery.webhookId) && !succeeded(record.result))
+      failing.set(record.delivery.webhookId, record.result);
+  const disabled: string[] = [];
+  const cutoff = new Date(now.getTime() - FAILING_DISABLES_AFTER_MS).toISOString();
+  for (const [webhookId, result] of failing) {
+    const reason = `Every delivery failed for 24 hours; the last error: ${result.error ?? `HTTP ${result.statusCode}`}.`;
+    const switchOff = sql`${outboundWebhooks.isActive} and ${outboundWebhooks.failingSince} <= ${cutoff}::timestamptz`;
+    const rows = rowsOf<{ switched: boolean }>(
+      await tx.execute(sql`
+        update ${outboundWebhooks} set
+          failing_since = coalesce(${outboundWebhooks.failingSince}, ${now.toISOString()}::timestamptz),
+          is_active = ${outboundWebhooks.isActive} and not coalesce(${switchOff}, false),
+          disabled_reason = case when ${switchOff} then ${reason} else ${outboundWebhooks.disabledReason} end
+        where ${outboundWebhooks.id} = ${webhookId}
+        returning (not ${outboundWebhooks.isActive} and ${outboundWebhooks.disabledReason} = ${reason}) as switched`),
+    );
+    if (rows[0]?.switched) disabled.push(`outbound webhook ${webhookId} switched off: ${reason}`);
+  }
+  return disabled;
+}
