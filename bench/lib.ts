@@ -50,6 +50,8 @@ export type BenchServer = {
   child: ChildProcess;
   /** With `inspect`: a full garbage collection, then the JS heap in use, through the inspector. */
   heap?: { collectAndMeasure(): Promise<{ usedMiB: number; totalMiB: number }>; close(): void };
+  /** With `workerProcess: "deferred"`: starts the worker process and resolves with its pid at once (not waiting for it to be ready). */
+  startWorker?: () => Promise<number>;
   stop(): Promise<void>;
 };
 
@@ -59,11 +61,12 @@ export type BenchServer = {
  * its own REDIS_PREFIX. BENCH_PROFILE=<dir> adds `--cpu-prof` (profiles are written to
  * <dir>/<label>-<time>/ when the server exits). `env` adds (or overrides) environment variables.
  * `workerProcess` (needs REDIS_URL): the server runs with WORKERS=off and `workers/main.ts`
- * runs the queues as a process of its own, as in a scaled-out deployment.
+ * runs the queues as a process of its own, as in a scaled-out deployment; "deferred": only
+ * when the caller calls `startWorker()` (jobs queue up until then).
  */
 export async function startBenchServer(
   label: string,
-  options: { inspect?: boolean; env?: Record<string, string>; workerProcess?: boolean } = {},
+  options: { inspect?: boolean; env?: Record<string, string>; workerProcess?: boolean | "deferred" } = {},
 ): Promise<BenchServer> {
   if (options.workerProcess && !process.env.REDIS_URL) throw new Error("a worker process needs REDIS_URL");
   const dataDir = await mkdtemp(path.join(tmpdir(), "chat-bench-"));
@@ -110,21 +113,29 @@ export async function startBenchServer(
     throw error;
   }
   // The worker process shares the server's DATA_DIR (so its generated APP_KEY), database and Redis prefix.
-  const worker = options.workerProcess
-    ? spawn(process.execPath, ["--import", "tsx", "workers/main.ts"], {
-        cwd: ROOT,
-        env: { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: "warn", REDIS_PREFIX: redisPrefix, ...options.env },
-        stdio: ["ignore", "inherit", "inherit"],
-      })
-    : undefined;
-  const workerExited = worker ? new Promise<void>((resolve) => worker.once("exit", () => resolve())) : undefined;
-  if (worker) await sleep(3_000); // tsx start-up and the BullMQ connections
+  let worker: ChildProcess | undefined;
+  let workerExited: Promise<void> | undefined;
+  const spawnWorker = () => {
+    const started = spawn(process.execPath, ["--import", "tsx", "workers/main.ts"], {
+      cwd: ROOT,
+      env: { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: "warn", REDIS_PREFIX: redisPrefix, ...options.env },
+      stdio: ["ignore", "inherit", "inherit"],
+    });
+    worker = started;
+    workerExited = new Promise<void>((resolve) => started.once("exit", () => resolve()));
+    return started.pid!;
+  };
+  if (options.workerProcess === true) {
+    spawnWorker();
+    await sleep(3_000); // tsx start-up and the BullMQ connections
+  }
   const heap = inspectPort ? await connectInspector(inspectPort) : undefined;
   return {
     url,
     pid: child.pid!,
     child,
     heap,
+    ...(options.workerProcess === "deferred" && { startWorker: async () => spawnWorker() }),
     async stop() {
       heap?.close();
       worker?.kill("SIGTERM");

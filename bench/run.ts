@@ -1,4 +1,4 @@
-// `npm run bench [-- requests|fanout|idle|push|translation|webhooks ...]`: load scenarios against the real server, started
+// `npm run bench [-- requests|fanout|idle|push|translation|webhooks|outbound ...]`: load scenarios against the real server, started
 // as its own process for each section (PGlite, or PostgreSQL/Redis when DATABASE_URL/REDIS_URL
 // are set). Every loop is bounded in time and count, and only talks to 127.0.0.1. Prints a
 // table per section, then everything as one line of JSON. With no argument, all of them run.
@@ -18,14 +18,17 @@
 //             through a signed inbound webhook, in alternating slices: posts/s, post latency, post →
 //             live receipt (per delivery and until the last subscriber), webhook rate as a share of
 //             REST's (target 80%)
+//   outbound  BENCH_OUTBOUND_MESSAGES (1000) outbound webhook deliveries queued, then drained by one
+//             worker process to a local receiver: deliveries/s (target 500; needs PostgreSQL and Redis)
 import { cpus, totalmem } from "node:os";
 import { runFanout, runIdle } from "./fanout.ts";
+import { runOutbound } from "./outbound.ts";
 import { runPush } from "./push.ts";
 import { runRequestRows } from "./requests.ts";
 import { runTranslation } from "./translation.ts";
 import { runWebhooks } from "./webhooks.ts";
 
-const SECTIONS = ["requests", "fanout", "idle", "push", "translation", "webhooks"] as const;
+const SECTIONS = ["requests", "fanout", "idle", "push", "translation", "webhooks", "outbound"] as const;
 type Section = (typeof SECTIONS)[number];
 
 const asked = process.argv.slice(2).filter((arg) => arg !== "--");
@@ -199,6 +202,23 @@ if (selected.has("webhooks")) {
     },
   ]);
   result.webhooks = webhooks;
+}
+if (selected.has("outbound")) {
+  const outbound = await runOutbound(log);
+  console.table([
+    {
+      mode: outbound.mode,
+      messages: outbound.messages,
+      "received (unique)": `${outbound.deliveries_received} (${outbound.unique_deliveries})`,
+      duplicates: outbound.duplicates,
+      "bad signatures": outbound.bad_signatures,
+      "drain s": outbound.drain_seconds,
+      "deliveries/s": outbound.deliveries_per_s,
+      "worker cpu %": outbound.worker_cpu_pct ?? "-",
+      "target ≥ 500/s": outbound.targets.deliveries_per_s_at_least_500 ?? "-",
+    },
+  ]);
+  result.outbound = outbound;
 }
 result.total_seconds = Math.round((performance.now() - started) / 1000);
 console.log(JSON.stringify(result));
