@@ -9,11 +9,17 @@ import { outboundDeliveries, outboundDeliveryAttempts, outboundWebhooks } from "
 import { deliverMany, retryDelayMs } from "../server/services/outbound/deliver.ts";
 import { restClient, type RestClient } from "./helpers/api.ts";
 import { createWorkspaceWithGeneral, registerUser, type RegisteredUser } from "./helpers/factories.ts";
+import { world } from "./helpers/live.ts";
 import { startReceiver, verify, type Receiver } from "./helpers/receiver.ts";
+import { rejectionOf } from "./helpers/rpc.ts";
 import { startTestServer, useTestServer, type TestServer } from "./helpers/server.ts";
 import { until } from "./helpers/wait.ts";
 
 const ctx = useTestServer();
+const live = world(
+  () => ctx.server,
+  () => ctx.api,
+);
 let receiver: Receiver;
 beforeAll(async () => {
   receiver = await startReceiver();
@@ -173,6 +179,49 @@ describe("management", () => {
     const bad = await ctx.api.put(`${base(t)}/${hook.id}`, { events: ["typing"] }, { token: t.owner.token });
     expect(bad.status).toBe(422);
     expect(bad.body.errors.events).toEqual(["The selected events are invalid."]);
+  });
+});
+
+describe("the same procedures over typed RPC, and in the OpenAPI document", () => {
+  it("creates, tests and reads the log through the typed client; a member is FORBIDDEN", async () => {
+    const t = await team();
+    const client = live.chat(t.owner.token);
+    const path = freshPath();
+    const created = await client.outboundWebhooks.create.mutate({
+      workspace_id: t.workspaceId,
+      url: `${receiver.url}${path}`,
+      events: ["channel.created"],
+    });
+    expect(created.data).toMatchObject({ events: ["channel.created"], is_active: true });
+    const sent = await client.outboundWebhooks.test.mutate({
+      workspace_id: t.workspaceId,
+      webhook_id: created.data.id,
+    });
+    expect(sent.data).toMatchObject({ event: "webhook.test", status: "succeeded" });
+    const log = await client.outboundWebhooks.deliveries.query({ workspace_id: t.workspaceId, id: created.data.id });
+    expect(log.data.map((delivery) => delivery.id)).toEqual([sent.data.id]);
+    const bad = await rejectionOf(
+      client.outboundWebhooks.create.mutate({ workspace_id: t.workspaceId, url: "ftp://x", events: ["nope"] }),
+    );
+    expect(bad.data?.code).toBe("UNPROCESSABLE_CONTENT");
+
+    const member = await registerUser(ctx.api, { name: "Milo" });
+    const invite = await ctx.api.post(`/api/v1/workspaces/${t.workspaceId}/invites`, {}, { token: t.owner.token });
+    await ctx.api.post(`/api/v1/invites/${invite.body.data.token}/accept`, {}, { token: member.token });
+    const refused = await rejectionOf(
+      live.chat(member.token).outboundWebhooks.list.query({ workspace_id: t.workspaceId }),
+    );
+    expect(refused.data?.code).toBe("FORBIDDEN");
+  });
+
+  it("lists every operation in /api/v1/openapi.json", async () => {
+    const document = await ctx.api.get("/api/v1/openapi.json");
+    const paths = document.body.paths as Record<string, Record<string, unknown>>;
+    const base = "/api/v1/workspaces/{workspace_id}/outbound-webhooks";
+    expect(Object.keys(paths[base]!).sort()).toEqual(["get", "post"]);
+    expect(Object.keys(paths[`${base}/{id}`]!).sort()).toEqual(["delete", "put"]);
+    expect(paths[`${base}/{id}/deliveries`]!.get).toBeDefined();
+    expect(paths[`${base}/{webhook_id}/test`]!.post).toBeDefined();
   });
 });
 
