@@ -17,6 +17,7 @@ import type { Deps } from "../../deps.ts";
 import { invalidField, notFound } from "../../errors.ts";
 import { newId } from "../../ids.ts";
 import { checkTarget, RefusedTargetError } from "../../outbound/guard.ts";
+import { LOG_PAGE_DEFAULT, pageOf, type LogPage } from "../../records/common.ts";
 import {
   toDeliveryRecord,
   toOutboundWebhookRecord,
@@ -155,10 +156,10 @@ export async function listDeliveries(
   userId: number,
   workspaceId: string,
   webhookId: string,
-  page: { limit?: number | undefined; before?: string | undefined },
+  page: LogPage,
 ) {
   await managedWebhook(deps, userId, workspaceId, webhookId);
-  const limit = page.limit ?? 50;
+  const limit = page.limit ?? LOG_PAGE_DEFAULT;
   const rows = await deps.db
     .select()
     .from(outboundDeliveries)
@@ -170,12 +171,8 @@ export async function listDeliveries(
     )
     .orderBy(desc(outboundDeliveries.id))
     .limit(limit + 1);
-  const more = rows.length > limit;
-  const shown = more ? rows.slice(0, limit) : rows;
-  return {
-    data: await withAttempts(deps, shown),
-    meta: { next_cursor: more ? shown[shown.length - 1]!.id : null },
-  };
+  const { shown, nextCursor } = pageOf(rows, limit);
+  return { data: await withAttempts(deps, shown), meta: { next_cursor: nextCursor } };
 }
 
 /**

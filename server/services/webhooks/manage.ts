@@ -9,6 +9,7 @@ import { seal, unseal } from "../../crypto.ts";
 import type { Deps } from "../../deps.ts";
 import { invalidField, notFound } from "../../errors.ts";
 import { newId } from "../../ids.ts";
+import { LOG_PAGE_DEFAULT, pageOf, type LogPage } from "../../records/common.ts";
 import { toWebhookRecord, toWebhookRequestRecord, type WebhookRecord } from "../../records/webhook.ts";
 import { requireManager } from "../workspaces/access.ts";
 
@@ -143,20 +144,16 @@ export async function listWebhookRequests(
   userId: number,
   workspaceId: string,
   webhookId: string,
-  page: { limit?: number | undefined; before?: string | undefined },
+  page: LogPage,
 ) {
   await managedWebhook(deps, userId, workspaceId, webhookId);
-  const limit = page.limit ?? 50;
+  const limit = page.limit ?? LOG_PAGE_DEFAULT;
   const rows = await deps.db
     .select()
     .from(webhookRequests)
     .where(and(eq(webhookRequests.webhookId, webhookId), page.before ? lt(webhookRequests.id, page.before) : undefined))
     .orderBy(desc(webhookRequests.id))
     .limit(limit + 1);
-  const more = rows.length > limit;
-  const shown = more ? rows.slice(0, limit) : rows;
-  return {
-    data: shown.map(toWebhookRequestRecord),
-    meta: { next_cursor: more ? shown[shown.length - 1]!.id : null },
-  };
+  const { shown, nextCursor } = pageOf(rows, limit);
+  return { data: shown.map(toWebhookRequestRecord), meta: { next_cursor: nextCursor } };
 }
