@@ -572,13 +572,20 @@ describe("test send", () => {
     expect(request!.headers["x-service-event"]).toBe("webhook.test");
     expect(verify(request!, hook.secret)).toBe(true);
 
+    // An answer that is not text (a NUL byte) is logged all the same.
+    receiver.answerWith("binary\u0000answer");
+    const binary = await ctx.api.post(`${base(t)}/${hook.id}/test`, {}, { token: t.owner.token });
+    receiver.answerWith('{"ok":true}');
+    expect(binary.status).toBe(200);
+    expect(binary.body.data.attempts[0]).toMatchObject({ status_code: 200, response_body: "binary\uFFFDanswer" });
+
     receiver.fail(500, { times: 1 });
     const failing = await ctx.api.post(`${base(t)}/${hook.id}/test`, {}, { token: t.owner.token });
     expect(failing.status).toBe(200);
     expect(failing.body.data).toMatchObject({ status: "failed", attempts: [{ status_code: 500 }] });
     await advance(retryDelayMs(2));
     await new Promise((resolve) => setTimeout(resolve, 100));
-    expect(receiver.requests.filter((r) => r.path === hook.path)).toHaveLength(2);
+    expect(receiver.requests.filter((r) => r.path === hook.path)).toHaveLength(3);
     // A test failure is no failing streak.
     const [row] = await ctx.server.app.deps.db.select().from(outboundWebhooks).where(eq(outboundWebhooks.id, hook.id));
     expect(row!.failingSince).toBeNull();

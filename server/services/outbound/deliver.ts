@@ -55,7 +55,17 @@ export async function send(
   delivery: Pick<OutboundDelivery, "id" | "event" | "body">,
 ): Promise<AttemptResult> {
   const timestamp = Math.floor(deps.clock.now().getTime() / 1000);
-  const signature = signWebhookBody(unseal(deps.config.appKey, webhook.secretSealed), timestamp, delivery.body);
+  let signature: string;
+  try {
+    signature = signWebhookBody(unseal(deps.config.appKey, webhook.secretSealed), timestamp, delivery.body);
+  } catch {
+    return {
+      statusCode: null,
+      durationMs: 0,
+      error: "the secret cannot be read (was APP_KEY changed?)",
+      responseBody: null,
+    };
+  }
   const started = performance.now();
   try {
     const response = await guardedPost(
@@ -80,7 +90,8 @@ export async function send(
       statusCode: response.status,
       durationMs: Math.round(response.durationMs),
       error: response.status >= 300 && response.status < 400 ? "redirects are not followed" : null,
-      responseBody: response.body,
+      // Kept as text: a NUL (which PostgreSQL's text refuses) becomes U+FFFD, as invalid UTF-8 does.
+      responseBody: response.body.replaceAll("\u0000", "\uFFFD"),
     };
   } catch (error) {
     return {
