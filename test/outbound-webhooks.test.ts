@@ -6,7 +6,7 @@
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { outboundDeliveries, outboundDeliveryAttempts, outboundWebhooks } from "../db/schema/index.ts";
-import { deliverMany, retryDelayMs } from "../server/services/outbound/deliver.ts";
+import { deliverMany, recordAttempts, retryDelayMs } from "../server/services/outbound/deliver.ts";
 import { restClient, type RestClient } from "./helpers/api.ts";
 import { createWorkspaceWithGeneral, registerUser, type RegisteredUser } from "./helpers/factories.ts";
 import { world } from "./helpers/live.ts";
@@ -535,6 +535,27 @@ describe("delivery", () => {
       .where(eq(outboundDeliveryAttempts.deliveryId, delivery!.id));
     expect(attempts).toHaveLength(1);
     expect(receiver.requests.filter((r) => r.path === hook.path)).toHaveLength(1);
+  });
+
+  it("records the attempts of a batch even when one delivery was deleted (with its webhook) meanwhile", async () => {
+    const t = await team();
+    const hook = await createHook(t);
+    await post(t, "Kept");
+    await receiver.waitFor(1, hook.path);
+    const [kept] = await ctx.server.app.deps.db
+      .select()
+      .from(outboundDeliveries)
+      .where(eq(outboundDeliveries.webhookId, hook.id));
+    const result = { statusCode: 200, durationMs: 3, error: null, responseBody: "ok" };
+    await recordAttempts(ctx.server.app.deps, [
+      { delivery: { id: "dlv_gone", webhookId: hook.id }, attempt: 1, result, retry: true, health: true },
+      { delivery: kept!, attempt: 2, result, retry: true, health: true },
+    ]);
+    const attempts = await ctx.server.app.deps.db
+      .select()
+      .from(outboundDeliveryAttempts)
+      .where(eq(outboundDeliveryAttempts.deliveryId, kept!.id));
+    expect(attempts.map((attempt) => attempt.attempt).sort()).toEqual([1, 2]);
   });
 
   it("pages the delivery log newest first", async () => {

@@ -160,10 +160,19 @@ export async function recordAttempts(
     return { ok, again, delayMs: again ? retryDelayMs(record.attempt + 1) : 0 };
   };
   const { retried, disabled } = await deps.db.transaction(async (tx) => {
+    // A delivery deleted meanwhile (with its webhook) is left out, rather than failing the batch.
+    const present = await tx
+      .select({ id: outboundDeliveries.id })
+      .from(outboundDeliveries)
+      .where(inArray(outboundDeliveries.id, [...new Set(records.map((record) => record.delivery.id))]))
+      .for("update");
+    const ids = new Set(present.map((row) => row.id));
+    const recordable = records.filter((record) => ids.has(record.delivery.id));
+    if (recordable.length === 0) return { retried: 0, disabled: [] as string[] };
     const logged = await tx
       .insert(outboundDeliveryAttempts)
       .values(
-        records.map(({ delivery, attempt, result }) => ({
+        recordable.map(({ delivery, attempt, result }) => ({
           deliveryId: delivery.id,
           attempt,
           ...result,
@@ -173,7 +182,7 @@ export async function recordAttempts(
       .onConflictDoNothing()
       .returning({ deliveryId: outboundDeliveryAttempts.deliveryId, attempt: outboundDeliveryAttempts.attempt });
     const fresh = new Set(logged.map((row) => `${row.deliveryId} ${row.attempt}`));
-    const recorded = records.filter((record) => fresh.has(`${record.delivery.id} ${record.attempt}`));
+    const recorded = recordable.filter((record) => fresh.has(`${record.delivery.id} ${record.attempt}`));
     if (recorded.length === 0) return { retried: 0, disabled: [] as string[] };
 
     const values = sql.join(
