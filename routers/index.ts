@@ -15,6 +15,7 @@ import { messagesRouter } from "./messages.ts";
 import { otpRouter } from "./otp.ts";
 import { outboundWebhooksRouter } from "./outbound-webhooks.ts";
 import { passwordResetRouter } from "./password-reset.ts";
+import { roomsRouter } from "./rooms.ts";
 import { socialRouter } from "./social.ts";
 import { tokensRouter } from "./tokens.ts";
 import { webhooksRouter } from "./webhooks.ts";
@@ -37,6 +38,7 @@ export const appRouter = router({
   direct: directRouter,
   webhooks: webhooksRouter,
   outboundWebhooks: outboundWebhooksRouter,
+  rooms: roomsRouter,
 });
 
 export type AppRouter = typeof appRouter;

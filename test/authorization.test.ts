@@ -72,6 +72,9 @@ const IN_OTHER_CONVERSATION: readonly Caller[] = ["other", "member"];
 const TOKEN_OWNER: Caller = "member";
 const DEVICE_OWNER: Caller = "member";
 const UPLOADER: Caller = "member";
+/** Fresh temporary rooms: created by ROOM_OWNER (on the free plan), joined by `other`. */
+const ROOM_OWNER: SignedIn = "member";
+const IN_ROOM: readonly Caller[] = ["member", "other"];
 
 const inWorkspace = (caller: Caller) => ROLE[caller] !== null;
 const manages = (caller: Caller) => ROLE[caller] === "owner" || ROLE[caller] === "admin";
@@ -84,6 +87,7 @@ type Level =
   | "invite"
   | "webhook"
   | "outboundWebhook"
+  | "room"
   | "conversation"
   | "token"
   | "device"
@@ -111,6 +115,8 @@ const R = {
   /** Webhooks: a plain member is refused (403) rather than told they do not exist (contract). */
   webhook: { level: "webhook", what: "an inbound webhook", visibleTo: inWorkspace },
   outboundWebhook: { level: "outboundWebhook", what: "an outbound webhook", visibleTo: inWorkspace },
+  room: { level: "room", what: "a temporary room (its members only)", visibleTo: (caller) => IN_ROOM.includes(caller) },
+  ownRoom: { level: "room", what: "a temporary room (its owner only)", visibleTo: (caller) => caller === ROOM_OWNER },
   conversation: {
     level: "conversation",
     what: "the direct conversation",
@@ -640,6 +646,20 @@ const WALK: Walk = {
     },
   ],
 
+  // ---- temporary rooms ----
+  "rooms.create": [{ input: () => ({ name: `Walk room ${hex()}` }) }],
+  "rooms.get": [{ chain: [R.room], target: freshRoom, input: (t) => ({ room_id: idOf(t, "room") }) }],
+  "rooms.join": [{ target: freshRoom, input: (t) => ({ room_id: idOf(t, "room") }) }],
+  "rooms.extend": [
+    {
+      chain: [R.ownRoom],
+      target: freshRoom,
+      // The owner is let in, then refused by the plan rule (free): the document's 403.
+      allowed: 403,
+      input: (t) => ({ room_id: idOf(t, "room") }),
+    },
+  ],
+
   // ---- outbound webhooks (owners and admins) ----
   "outboundWebhooks.list": [
     {
@@ -982,6 +1002,7 @@ function ghostOf(target: Target, level: Level): Target {
     invite: "inv",
     webhook: "whk",
     outboundWebhook: "owh",
+    room: "room",
     conversation: "dm",
     token: "tok",
     device: "dev",
@@ -1395,6 +1416,22 @@ async function freshWebhook(): Promise<Target> {
     ids: { workspace: w.workspace.id, webhook: body.data.id },
     secrets: { webhook: [body.data.secret, body.data.signing_secret] },
   };
+}
+
+/** A fresh temporary room of ROOM_OWNER that `other` joined; its name is secret from everyone else. */
+async function freshRoom(): Promise<Target> {
+  const name = `Walk room ${hex()}`;
+  const body = ok(
+    await ctx.api.post("/api/v1/external/rooms", { name }, { token: w.users[ROOM_OWNER].token }),
+    201,
+    "room create",
+  );
+  ok(
+    await ctx.api.post(`/api/v1/external/rooms/${body.data.room_id}/join`, {}, { token: w.users.other.token }),
+    200,
+    "room join",
+  );
+  return { ids: { room: body.data.room_id }, secrets: { room: [name] } };
 }
 
 /** A closed port: a test send to it fails at once (and is answered 200 with that result). */

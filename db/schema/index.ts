@@ -12,3 +12,4 @@ export * from "./push-devices.ts";
 export * from "./translations.ts";
 export * from "./webhooks.ts";
 export * from "./outbound-webhooks.ts";
+export * from "./rooms.ts";

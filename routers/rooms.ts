@@ -1,0 +1,69 @@
+// Temporary rooms, the document's "external" group (docs/rooms.md): create, read, join, and
+// extend (a web session or a token with the ability temporary-rooms:extend).
+import { z } from "zod";
+import { dataOf } from "../server/records/common.ts";
+import { roomExtensionRecord, roomRecord } from "../server/records/room.ts";
+import { createRoom, extendRoom, getRoom, joinRoom, MAX_EXTENSION_HOURS } from "../server/services/rooms/rooms.ts";
+import { authedProcedure, router } from "../server/trpc.ts";
+import { nameInput } from "./inputs.ts";
+
+const tags = ["Temporary rooms"];
+const roomPath = z.object({ room_id: z.string().max(255) });
+/** The document's code for an extension outside 1..24 hours. */
+const EXCEEDS_LIMIT = "extension_hours_exceeds_limit";
+
+export const roomsRouter = router({
+  create: authedProcedure
+    .meta({
+      successStatus: 201,
+      openapi: {
+        method: "POST",
+        path: "/api/v1/external/rooms",
+        tags,
+        description: "A room for `duration_hours` (1 to 24, default 24); share its room_id for others to join.",
+      },
+    })
+    .input(z.object({ name: nameInput(120), duration_hours: z.number().int().min(1).max(24).optional() }))
+    .output(dataOf(roomRecord))
+    .mutation(async ({ ctx, input }) => ({ data: await createRoom(ctx.deps, ctx.auth.user.id, input) })),
+
+  get: authedProcedure
+    .meta({
+      openapi: {
+        method: "GET",
+        path: "/api/v1/external/rooms/{room_id}",
+        tags,
+        description: "Its owner and members only (404 for anyone else, and once the room has expired).",
+      },
+    })
+    .input(roomPath)
+    .output(dataOf(roomRecord))
+    .query(async ({ ctx, input }) => ({ data: await getRoom(ctx.deps, ctx.auth.user.id, input.room_id) })),
+
+  join: authedProcedure
+    .meta({ openapi: { method: "POST", path: "/api/v1/external/rooms/{room_id}/join", tags } })
+    .input(roomPath)
+    .output(dataOf(roomRecord))
+    .mutation(async ({ ctx, input }) => ({ data: await joinRoom(ctx.deps, ctx.auth.user.id, input.room_id) })),
+
+  extend: authedProcedure
+    .meta({
+      ability: "temporary-rooms:extend",
+      openapi: {
+        method: "POST",
+        path: "/api/v1/external/rooms/{room_id}/extend",
+        tags,
+        description:
+          "The owner on personal_pro, while the room lives, at most 10 times, never past max_expires_at; else 403 with errors.code [temporary_room_extension_not_allowed]. extension_hours 1 to 24 (default 24).",
+      },
+    })
+    .input(
+      roomPath.extend({
+        extension_hours: z.number().int().min(1, EXCEEDS_LIMIT).max(MAX_EXTENSION_HOURS, EXCEEDS_LIMIT).optional(),
+      }),
+    )
+    .output(dataOf(roomExtensionRecord))
+    .mutation(async ({ ctx, input }) => ({
+      data: await extendRoom(ctx.deps, ctx.auth.user.id, input.room_id, input.extension_hours),
+    })),
+});

@@ -1,0 +1,296 @@
+// Temporary rooms (docs/rooms.md): create, read, join and extend, every rule and both of the
+// document's error bodies, over REST and the typed client; time is moved with the server's
+// clock seam, never slept.
+import { eq } from "drizzle-orm";
+import { describe, expect, it } from "vitest";
+import { rooms, users } from "../db/schema/index.ts";
+import { registerUser, type RegisteredUser } from "./helpers/factories.ts";
+import { world } from "./helpers/live.ts";
+import { rejectionOf } from "./helpers/rpc.ts";
+import { useTestServer } from "./helpers/server.ts";
+
+const ctx = useTestServer();
+const live = world(
+  () => ctx.server,
+  () => ctx.api,
+);
+
+const HOUR = 3600_000;
+const NOT_ALLOWED = {
+  message: "Temporary Room extension is not allowed.",
+  errors: { code: ["temporary_room_extension_not_allowed"] },
+};
+const EXCEEDS = {
+  message: "The given data was invalid.",
+  errors: { extension_hours: ["extension_hours_exceeds_limit"] },
+};
+
+type Room = {
+  room_id: string;
+  name: string;
+  owner_id: number;
+  expires_at: string;
+  max_expires_at: string;
+  extension_count: number;
+  created_at: string;
+};
+
+async function pro(name = "Pia"): Promise<RegisteredUser> {
+  const user = await registerUser(ctx.api, { name });
+  await ctx.server.app.deps.db.update(users).set({ plan: "personal_pro" }).where(eq(users.id, user.id));
+  return user;
+}
+
+async function createRoom(owner: RegisteredUser, body: Record<string, unknown> = {}): Promise<Room> {
+  const response = await ctx.api.post(
+    "/api/v1/external/rooms",
+    { name: "Support chat", ...body },
+    { token: owner.token },
+  );
+  expect(response.status, JSON.stringify(response.body)).toBe(201);
+  return response.body.data;
+}
+
+const extend = (room: Room, token: string | undefined, body: Record<string, unknown> = {}, headers = {}) =>
+  ctx.api.post(`/api/v1/external/rooms/${room.room_id}/extend`, body, { token, headers });
+
+const ms = (timestamp: string) => Date.parse(timestamp);
+
+describe("creating and reading a room", () => {
+  it("creates a room for 24 hours by default, with a 7-day ceiling; its owner and members read it, nobody else", async () => {
+    const owner = await registerUser(ctx.api, { name: "Omar" });
+    const room = await createRoom(owner);
+    expect(room).toEqual({
+      room_id: expect.stringMatching(/^room_[0-9A-Z]{26}$/),
+      name: "Support chat",
+      owner_id: owner.id,
+      expires_at: expect.stringMatching(/\+00:00$/),
+      max_expires_at: expect.any(String),
+      extension_count: 0,
+      created_at: expect.any(String),
+    });
+    expect(ms(room.expires_at) - ms(room.created_at)).toBe(24 * HOUR);
+    expect(ms(room.max_expires_at) - ms(room.created_at)).toBe(7 * 24 * HOUR);
+
+    const read = await ctx.api.get(`/api/v1/external/rooms/${room.room_id}`, { token: owner.token });
+    expect(read.status).toBe(200);
+    expect(read.body).toEqual({ data: room });
+
+    const guest = await registerUser(ctx.api, { name: "Gail" });
+    expect((await ctx.api.get(`/api/v1/external/rooms/${room.room_id}`, { token: guest.token })).status).toBe(404);
+    const joined = await ctx.api.post(`/api/v1/external/rooms/${room.room_id}/join`, {}, { token: guest.token });
+    expect(joined.status).toBe(200);
+    expect(joined.body).toEqual({ data: room });
+    expect((await ctx.api.post(`/api/v1/external/rooms/${room.room_id}/join`, {}, { token: guest.token })).status).toBe(
+      200,
+    );
+    expect((await ctx.api.get(`/api/v1/external/rooms/${room.room_id}`, { token: guest.token })).body).toEqual({
+      data: room,
+    });
+    expect((await ctx.api.get(`/api/v1/external/rooms/${room.room_id}`)).status).toBe(401);
+    const unknown = await ctx.api.get("/api/v1/external/rooms/room_00000000000000000000000000", { token: owner.token });
+    expect(unknown.status).toBe(404);
+    expect(unknown.body).toEqual({ message: "Room not found." });
+  });
+
+  it("takes duration_hours from 1 to 24 and a name of 1 to 120 characters (422 otherwise)", async () => {
+    const owner = await registerUser(ctx.api, { name: "Olga" });
+    for (const hours of [1, 24]) {
+      const room = await createRoom(owner, { duration_hours: hours, name: "x".repeat(120) });
+      expect(ms(room.expires_at) - ms(room.created_at)).toBe(hours * HOUR);
+    }
+    for (const duration_hours of [0, 25, 1.5, "twelve", -1]) {
+      const response = await ctx.api.post(
+        "/api/v1/external/rooms",
+        { name: "Bad", duration_hours },
+        { token: owner.token },
+      );
+      expect(response.status, String(duration_hours)).toBe(422);
+      expect(Object.keys(response.body.errors)).toEqual(["duration_hours"]);
+    }
+    for (const name of [undefined, "", "   ", "x".repeat(121)]) {
+      const response = await ctx.api.post("/api/v1/external/rooms", { name }, { token: owner.token });
+      expect(response.status).toBe(422);
+      expect(Object.keys(response.body.errors)).toEqual(["name"]);
+    }
+  });
+
+  it("is gone for every read once it has expired (404), joining included", async () => {
+    const owner = await registerUser(ctx.api, { name: "Otto" });
+    const guest = await registerUser(ctx.api, { name: "Gus" });
+    const room = await createRoom(owner, { duration_hours: 1 });
+    ctx.server.clock.advance(HOUR - 1_000);
+    expect((await ctx.api.get(`/api/v1/external/rooms/${room.room_id}`, { token: owner.token })).status).toBe(200);
+    ctx.server.clock.advance(1_000);
+    expect((await ctx.api.get(`/api/v1/external/rooms/${room.room_id}`, { token: owner.token })).status).toBe(404);
+    expect((await ctx.api.post(`/api/v1/external/rooms/${room.room_id}/join`, {}, { token: guest.token })).status).toBe(
+      404,
+    );
+  });
+});
+
+describe("extending a room", () => {
+  it("extends by 24 hours by default for a personal_pro owner: 200 {data: {room_id, expires_at, max_expires_at, extension_count}}", async () => {
+    const owner = await pro();
+    const room = await createRoom(owner, { duration_hours: 2 });
+    const response = await extend(room, owner.token);
+    expect(response.status).toBe(200);
+    expect(response.body).toEqual({
+      data: {
+        room_id: room.room_id,
+        expires_at: new Date(ms(room.expires_at) + 24 * HOUR).toISOString().replace("Z", "+00:00"),
+        max_expires_at: room.max_expires_at,
+        extension_count: 1,
+      },
+    });
+    const one = await extend(room, owner.token, { extension_hours: 1 });
+    expect(ms(one.body.data.expires_at) - ms(response.body.data.expires_at)).toBe(HOUR);
+    const [row] = await ctx.server.app.deps.db.select().from(rooms).where(eq(rooms.id, room.room_id));
+    expect(row!.extensionCount).toBe(2);
+  });
+
+  it("refuses a free-plan owner with the document's 403 body", async () => {
+    const owner = await registerUser(ctx.api, { name: "Fred" });
+    const room = await createRoom(owner);
+    const response = await extend(room, owner.token);
+    expect(response.status).toBe(403);
+    expect(response.body).toEqual(NOT_ALLOWED);
+  });
+
+  it("refuses extension_hours above 24 or below 1 with the document's 422 body; 1 and 24 pass", async () => {
+    const owner = await pro();
+    const room = await createRoom(owner, { duration_hours: 1 });
+    for (const extension_hours of [25, 0, -3, 1000]) {
+      const response = await extend(room, owner.token, { extension_hours });
+      expect(response.status, String(extension_hours)).toBe(422);
+      expect(response.body).toEqual(EXCEEDS);
+    }
+    const fraction = await extend(room, owner.token, { extension_hours: 1.5 });
+    expect(fraction.status).toBe(422);
+    expect(Object.keys(fraction.body.errors)).toEqual(["extension_hours"]);
+    expect((await extend(room, owner.token, { extension_hours: 24 })).status).toBe(200);
+    expect((await extend(room, owner.token, { extension_hours: 1 })).status).toBe(200);
+  });
+
+  it("never passes max_expires_at (7 days), and refuses once the room reaches it", async () => {
+    const owner = await pro();
+    const room = await createRoom(owner);
+    let last: { expires_at: string; extension_count: number } | undefined;
+    for (let n = 1; n <= 6; n++) {
+      const response = await extend(room, owner.token);
+      expect(response.status).toBe(200);
+      last = response.body.data;
+    }
+    // Created with 24 h, plus six times 24 h: exactly 7 days.
+    expect(last!.expires_at).toBe(room.max_expires_at);
+    expect(last!.extension_count).toBe(6);
+    const refused = await extend(room, owner.token, { extension_hours: 1 });
+    expect(refused.status).toBe(403);
+    expect(refused.body).toEqual(NOT_ALLOWED);
+
+    // A last extension bigger than what is left stops at the ceiling.
+    const other = await createRoom(owner);
+    for (let n = 0; n < 5; n++) await extend(other, owner.token);
+    await extend(other, owner.token, { extension_hours: 23 });
+    const capped = await extend(other, owner.token, { extension_hours: 24 });
+    expect(capped.status).toBe(200);
+    expect(capped.body.data.expires_at).toBe(other.max_expires_at);
+  });
+
+  it("allows 10 extensions and refuses the 11th", async () => {
+    const owner = await pro();
+    const room = await createRoom(owner, { duration_hours: 1 });
+    for (let n = 1; n <= 10; n++) {
+      const response = await extend(room, owner.token, { extension_hours: 1 });
+      expect(response.status).toBe(200);
+      expect(response.body.data.extension_count).toBe(n);
+    }
+    const eleventh = await extend(room, owner.token, { extension_hours: 1 });
+    expect(eleventh.status).toBe(403);
+    expect(eleventh.body).toEqual(NOT_ALLOWED);
+  });
+
+  it("keeps both limits when extensions race: 12 at once, 10 pass", async () => {
+    const owner = await pro();
+    const room = await createRoom(owner, { duration_hours: 1 });
+    const answers = await Promise.all(
+      Array.from({ length: 12 }, () => extend(room, owner.token, { extension_hours: 1 })),
+    );
+    expect(answers.filter((answer) => answer.status === 200)).toHaveLength(10);
+    expect(answers.filter((answer) => answer.status === 403)).toHaveLength(2);
+    const [row] = await ctx.server.app.deps.db.select().from(rooms).where(eq(rooms.id, room.room_id));
+    expect(row!.extensionCount).toBe(10);
+    expect(row!.expiresAt.getTime() - ms(room.expires_at)).toBe(10 * HOUR);
+  });
+
+  it("refuses an expired room (403), and is 404 for a room that is not the caller's", async () => {
+    const owner = await pro();
+    const room = await createRoom(owner, { duration_hours: 1 });
+    const stranger = await pro("Sam");
+    const member = await pro("Mel");
+    await ctx.api.post(`/api/v1/external/rooms/${room.room_id}/join`, {}, { token: member.token });
+    for (const user of [stranger, member]) {
+      const response = await extend(room, user.token);
+      expect(response.status).toBe(404);
+      expect(response.body).toEqual({ message: "Room not found." });
+    }
+    expect((await extend({ ...room, room_id: "room_nope" }, owner.token)).status).toBe(404);
+    ctx.server.clock.advance(HOUR);
+    const expired = await extend(room, owner.token);
+    expect(expired.status).toBe(403);
+    expect(expired.body).toEqual(NOT_ALLOWED);
+  });
+
+  it("accepts a token with temporary-rooms:extend and a web session; a token without the ability is 403", async () => {
+    const owner = await pro();
+    const room = await createRoom(owner, { duration_hours: 1 });
+    const mint = async (abilities: string[]) =>
+      (await ctx.api.post("/api/v1/tokens", { name: `t ${abilities}`, abilities }, { token: owner.token })).body
+        .access_token as string;
+    const withAbility = await mint(["temporary-rooms:extend"]);
+    expect((await extend(room, withAbility, { extension_hours: 1 })).status).toBe(200);
+    const without = await extend(room, await mint(["read", "write"]), { extension_hours: 1 });
+    expect(without.status).toBe(403);
+    expect(without.body).toEqual({ message: 'This token does not have the "temporary-rooms:extend" ability.' });
+
+    const login = await ctx.api.post("/api/v1/auth/web/login", { email: owner.email, password: owner.password });
+    expect(login.status).toBe(200);
+    const session = login.headers
+      .getSetCookie()
+      .map((cookie) => cookie.split(";")[0]!)
+      .find((cookie) => cookie.startsWith("chat_session="))!;
+    const bySession = await extend(
+      room,
+      undefined,
+      { extension_hours: 1 },
+      {
+        Cookie: session,
+        Origin: new URL(ctx.server.config.appUrl).origin,
+      },
+    );
+    expect(bySession.status).toBe(200);
+    expect(bySession.body.data.extension_count).toBe(2);
+  });
+
+  it("is the same procedure over typed RPC, with the same error bodies", async () => {
+    const owner = await pro();
+    const client = live.chat(owner.token);
+    const created = await client.rooms.create.mutate({ name: "RPC room", duration_hours: 3 });
+    const extended = await client.rooms.extend.mutate({ room_id: created.data.room_id, extension_hours: 2 });
+    expect(extended.data).toMatchObject({ room_id: created.data.room_id, extension_count: 1 });
+    expect(ms(extended.data.expires_at) - ms(created.data.expires_at)).toBe(2 * HOUR);
+    const tooLong = await rejectionOf(
+      client.rooms.extend.mutate({ room_id: created.data.room_id, extension_hours: 25 }),
+    );
+    expect(tooLong.data?.code).toBe("UNPROCESSABLE_CONTENT");
+    expect(tooLong.data?.errors).toEqual(EXCEEDS.errors);
+    const free = await registerUser(ctx.api, { name: "Free" });
+    const freeClient = live.chat(free.token);
+    const freeRoom = await freeClient.rooms.create.mutate({ name: "Free room" });
+    const refused = await rejectionOf(freeClient.rooms.extend.mutate({ room_id: freeRoom.data.room_id }));
+    expect(refused.data?.code).toBe("FORBIDDEN");
+    expect(refused.message).toBe(NOT_ALLOWED.message);
+    expect(refused.data?.errors).toEqual(NOT_ALLOWED.errors);
+    expect((await client.rooms.get.query({ room_id: created.data.room_id })).data.name).toBe("RPC room");
+  });
+});
