@@ -1,11 +1,16 @@
-// Temporary rooms, the document's "external" group (docs/rooms.md): create, read, join, and
-// extend (a web session or a token with the ability temporary-rooms:extend).
+// Temporary rooms, the document's "external" group (docs/rooms.md): create, read, join, extend
+// (a web session or a token with the ability temporary-rooms:extend), and talk: messages and
+// live events.
 import { z } from "zod";
 import { dataOf } from "../server/records/common.ts";
+import { messageRecord } from "../server/records/message.ts";
+import { listRoomMessages, postRoomMessage, roomEvents } from "../server/services/rooms/room-messages.ts";
 import { roomExtensionRecord, roomRecord } from "../server/records/room.ts";
 import { createRoom, extendRoom, getRoom, joinRoom, MAX_EXTENSION_HOURS } from "../server/services/rooms/rooms.ts";
 import { authedProcedure, router } from "../server/trpc.ts";
-import { nameInput } from "./inputs.ts";
+import { booleanInput, nameInput } from "./inputs.ts";
+import { resumable } from "./live.ts";
+import { contentOrAttachments, messageBody, messagePageOutput, pageInput } from "./messages.ts";
 
 const tags = ["Temporary rooms"];
 const roomPath = z.object({ room_id: z.string().max(255) });
@@ -45,6 +50,52 @@ export const roomsRouter = router({
     .input(roomPath)
     .output(dataOf(roomRecord))
     .mutation(async ({ ctx, input }) => ({ data: await joinRoom(ctx.deps, ctx.auth.user.id, input.room_id) })),
+
+  messages: authedProcedure
+    .meta({
+      openapi: {
+        method: "GET",
+        path: "/api/v1/external/rooms/{room_id}/messages",
+        tags,
+        description: "Its members only. Newest first; `limit` 1..100 (default 50), `before` a message id.",
+      },
+    })
+    .input(roomPath.extend(pageInput))
+    .output(messagePageOutput)
+    .query(({ ctx, input }) =>
+      listRoomMessages(ctx.deps, ctx.auth.user.id, input.room_id, { limit: input.limit, before: input.before }),
+    ),
+
+  post: authedProcedure
+    .meta({
+      successStatus: 201,
+      openapi: {
+        method: "POST",
+        path: "/api/v1/external/rooms/{room_id}/messages",
+        tags,
+        description: "Its members only (404 otherwise, and once it has expired). No threads in rooms.",
+      },
+    })
+    .input(
+      roomPath
+        .extend({ ...messageBody, skip_translation: booleanInput.nullable().optional() })
+        .superRefine(contentOrAttachments),
+    )
+    .output(dataOf(messageRecord))
+    .mutation(async ({ ctx, input }) => ({
+      data: await postRoomMessage(ctx.deps, ctx.auth.user, input.room_id, {
+        content: input.content,
+        attachmentIds: input.attachment_ids,
+        skipTranslation: input.skip_translation,
+      }),
+    })),
+
+  /** Live: the room's messages, translations and its room.expiring / room.expired events; ends with room.expired. */
+  onRoom: authedProcedure
+    .input(roomPath.extend(resumable.shape))
+    .subscription(({ ctx, input, signal }) =>
+      roomEvents(ctx.deps, ctx.auth, { roomId: input.room_id, lastEventId: input.lastEventId }, signal),
+    ),
 
   extend: authedProcedure
     .meta({

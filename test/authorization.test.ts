@@ -650,6 +650,16 @@ const WALK: Walk = {
   "rooms.create": [{ input: () => ({ name: `Walk room ${hex()}` }) }],
   "rooms.get": [{ chain: [R.room], target: freshRoom, input: (t) => ({ room_id: idOf(t, "room") }) }],
   "rooms.join": [{ target: freshRoom, input: (t) => ({ room_id: idOf(t, "room") }) }],
+  "rooms.messages": [{ chain: [R.room], target: freshRoom, input: (t) => ({ room_id: idOf(t, "room") }) }],
+  "rooms.post": [
+    {
+      chain: [R.room],
+      target: freshRoom,
+      // A room's missing or foreign id is a 404 on posting too.
+      input: (t) => ({ room_id: idOf(t, "room"), content: `walk ${hex()}` }),
+    },
+  ],
+  "rooms.onRoom": [{ chain: [R.room], target: freshRoom, input: (t) => ({ room_id: idOf(t, "room") }) }],
   "rooms.extend": [
     {
       chain: [R.ownRoom],

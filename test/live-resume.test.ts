@@ -32,6 +32,7 @@ function messageEntry(workspaceId: string, channelId: string, content: string): 
     workspace_id: workspaceId,
     channel_id: channelId,
     conversation_id: null,
+    room_id: null,
     author: null,
     content,
     type: "text",

@@ -118,6 +118,7 @@ function channelMessage(
     workspace_id: workspaceId,
     channel_id: channelId,
     conversation_id: null,
+    room_id: null,
     author: { type: "user", id: author.id, name: author.name, avatar_url: null },
     content: expect.any(String),
     type: "text",
@@ -138,6 +139,7 @@ function directMessage(author: RegisteredUser, conversationId: string, extra: Re
     workspace_id: null,
     channel_id: null,
     conversation_id: conversationId,
+    room_id: null,
     ...extra,
   };
 }
@@ -168,6 +170,7 @@ describe("posting in a channel", () => {
         "workspace_id",
         "channel_id",
         "conversation_id",
+        "room_id",
         "author",
         "content",
         "type",

@@ -1,11 +1,14 @@
 // Temporary rooms (docs/rooms.md): create, read, join and extend, every rule and both of the
-// document's error bodies, over REST and the typed client; time is moved with the server's
-// clock seam, never slept.
-import { eq } from "drizzle-orm";
+// document's error bodies, over REST and the typed client; talking in a room (messages, live
+// events); and closing it at its expiry (the job, its warning, the sweeper). Time is moved with
+// the server's clock seam, never slept.
+import { eq, like } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
-import { rooms, users } from "../db/schema/index.ts";
+import { attachments, fileDeletions, jobOutbox, messages, roomMembers, rooms, users } from "../db/schema/index.ts";
+import { sweepExpiredRooms } from "../server/services/rooms/expiry.ts";
 import { registerUser, type RegisteredUser } from "./helpers/factories.ts";
-import { world } from "./helpers/live.ts";
+import { collect, world } from "./helpers/live.ts";
+import { until } from "./helpers/wait.ts";
 import { rejectionOf } from "./helpers/rpc.ts";
 import { useTestServer } from "./helpers/server.ts";
 
@@ -292,5 +295,183 @@ describe("extending a room", () => {
     expect(refused.message).toBe(NOT_ALLOWED.message);
     expect(refused.data?.errors).toEqual(NOT_ALLOWED.errors);
     expect((await client.rooms.get.query({ room_id: created.data.room_id })).data.name).toBe("RPC room");
+  });
+});
+
+const roomPath = (room: Room) => `/api/v1/external/rooms/${room.room_id}`;
+
+async function say(room: Room, user: RegisteredUser, content: string, extra: Record<string, unknown> = {}) {
+  return ctx.api.post(`${roomPath(room)}/messages`, { content, ...extra }, { token: user.token });
+}
+
+/** Moves the clock and runs the jobs that became due (the room's closing and its warning). */
+async function advance(msToMove: number) {
+  ctx.server.clock.advance(msToMove);
+  await ctx.server.app.deps.jobOutbox.flush();
+}
+
+async function pair() {
+  const owner = await registerUser(ctx.api, { name: "Rhea" });
+  const guest = await registerUser(ctx.api, { name: "Gio" });
+  const room = await createRoom(owner, { duration_hours: 1 });
+  expect((await ctx.api.post(`${roomPath(room)}/join`, {}, { token: guest.token })).status).toBe(200);
+  return { owner, guest, room };
+}
+
+describe("talking in a room", () => {
+  it("lets its members post and read, newest first, through the message service; nobody else", async () => {
+    const { owner, guest, room } = await pair();
+    const first = await say(room, owner, "Hello, how can we help?");
+    expect(first.status).toBe(201);
+    expect(first.body.data).toMatchObject({
+      room_id: room.room_id,
+      workspace_id: null,
+      channel_id: null,
+      conversation_id: null,
+      author: { type: "user", id: owner.id, name: "Rhea" },
+      content: "Hello, how can we help?",
+    });
+    expect((await say(room, guest, "My order is late")).status).toBe(201);
+    const page = await ctx.api.get(`${roomPath(room)}/messages?limit=1`, { token: guest.token });
+    expect(page.status).toBe(200);
+    expect(page.body.data.map((m: { content: string }) => m.content)).toEqual(["My order is late"]);
+    const older = await ctx.api.get(`${roomPath(room)}/messages?before=${page.body.meta.next_cursor}`, {
+      token: owner.token,
+    });
+    expect(older.body).toMatchObject({ data: [{ content: "Hello, how can we help?" }], meta: { next_cursor: null } });
+
+    const stranger = await registerUser(ctx.api, { name: "Stu" });
+    expect((await ctx.api.get(`${roomPath(room)}/messages`, { token: stranger.token })).status).toBe(404);
+    const intruder = await say(room, stranger, "let me in");
+    expect(intruder.status).toBe(404);
+    expect(intruder.body).toEqual({ message: "Room not found." });
+    expect((await say(room, owner, "")).status).toBe(422);
+  });
+
+  it("is live: a member's subscription gets messages, the warning 10 minutes ahead, and ends with room.expired", async () => {
+    const { owner, guest, room } = await pair();
+    const feed = collect((handlers) =>
+      live.chat(guest.token).rooms.onRoom.subscribe({ room_id: room.room_id }, handlers),
+    );
+    await until(() => (feed.isStarted() ? true : undefined), "the subscription to start");
+    await say(room, owner, "Welcome");
+    await until(() => (feed.messages().length === 1 ? true : undefined), "the message live");
+    expect(feed.messages()[0]!.event).toMatchObject({ type: "message.created", room_id: room.room_id });
+
+    await advance(50 * 60_000 - 1_000);
+    expect(feed.received.some(({ event }) => event.type === "room.expiring")).toBe(false);
+    await advance(1_000);
+    const warning = await until(
+      () => feed.received.find(({ event }) => event.type === "room.expiring"),
+      "room.expiring",
+    );
+    expect(warning.event).toMatchObject({
+      room_id: room.room_id,
+      data: { room_id: room.room_id, expires_at: room.expires_at },
+    });
+
+    await advance(10 * 60_000);
+    const closed = await until(() => feed.received.find(({ event }) => event.type === "room.expired"), "room.expired");
+    expect(closed.event.data).toEqual({ room_id: room.room_id });
+    await until(() => (feed.isCompleted() ? true : undefined), "the subscription to end");
+    const again = await rejectionOf(
+      new Promise((resolve, reject) => {
+        live.chat(guest.token).rooms.onRoom.subscribe({ room_id: room.room_id }, { onError: reject, onData: resolve });
+      }),
+    );
+    expect(again.data?.code).toBe("NOT_FOUND");
+  });
+
+  it("deletes its messages, files and memberships when it closes; later requests are 404", async () => {
+    const { owner, guest, room } = await pair();
+    const form = new FormData();
+    form.append("file", new Blob(["room notes"], { type: "text/plain" }), "notes.txt");
+    const uploaded = await fetch(`${ctx.server.url}/api/v1/files`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${owner.token}` },
+      body: form,
+    });
+    expect(uploaded.status).toBe(201);
+    const file = ((await uploaded.json()) as { data: { id: string; download_url: string } }).data;
+    const posted = await say(room, owner, "The notes", { attachment_ids: [file.id] });
+    expect(posted.status).toBe(201);
+    const download = await fetch(posted.body.data.attachments[0].download_url, {
+      headers: { Authorization: `Bearer ${guest.token}` },
+    });
+    expect(download.status).toBe(200);
+    expect(await download.text()).toBe("room notes");
+    const [stored] = await ctx.server.app.deps.db.select().from(attachments).where(eq(attachments.id, file.id));
+
+    await advance(60 * 60_000);
+    const db = ctx.server.app.deps.db;
+    await until(async () =>
+      (await db.select().from(rooms).where(eq(rooms.id, room.room_id))).length === 0 ? true : undefined,
+    );
+    expect(await db.select().from(messages).where(eq(messages.roomId, room.room_id))).toEqual([]);
+    expect(await db.select().from(roomMembers).where(eq(roomMembers.roomId, room.room_id))).toEqual([]);
+    expect(await db.select().from(attachments).where(eq(attachments.id, file.id))).toEqual([]);
+    // The file's bytes go too.
+    await until(async () => {
+      const waiting = await db.select().from(fileDeletions).where(eq(fileDeletions.storageKey, stored!.storageKey));
+      return waiting.length === 0 ? true : undefined;
+    }, "the file's deletion");
+    await expect(ctx.server.app.deps.storage.get(stored!.storageKey)).rejects.toThrow();
+    for (const user of [owner, guest]) {
+      expect((await ctx.api.get(roomPath(room), { token: user.token })).status).toBe(404);
+      expect((await ctx.api.get(`${roomPath(room)}/messages`, { token: user.token })).status).toBe(404);
+      expect((await say(room, user, "anyone?")).status).toBe(404);
+    }
+    expect((await extend(room, owner.token)).status).toBe(404);
+  });
+
+  it("moves its closing with every extension", async () => {
+    const owner = await pro("Paz");
+    const room = await createRoom(owner, { duration_hours: 1 });
+    expect((await extend(room, owner.token, { extension_hours: 2 })).status).toBe(200);
+    await advance(60 * 60_000 + 1_000); // past the first expiry: its job finds another expiry
+    expect((await ctx.api.get(roomPath(room), { token: owner.token })).status).toBe(200);
+    expect((await say(room, owner, "still here")).status).toBe(201);
+    await advance(2 * 60 * 60_000);
+    expect((await ctx.api.get(roomPath(room), { token: owner.token })).status).toBe(404);
+    await until(async () =>
+      (await ctx.server.app.deps.db.select().from(rooms).where(eq(rooms.id, room.room_id))).length === 0
+        ? true
+        : undefined,
+    );
+  });
+
+  it("closes a room whose closing job was lost with the sweeper", async () => {
+    const { owner, room } = await pair();
+    await say(room, owner, "before the outage");
+    // The jobs are gone, as if the queue lost them while no process ran.
+    await ctx.server.app.deps.db.delete(jobOutbox).where(like(jobOutbox.jobId, `room-%-${room.room_id}-%`));
+    await advance(60 * 60_000);
+    const db = ctx.server.app.deps.db;
+    expect(await db.select().from(rooms).where(eq(rooms.id, room.room_id))).toHaveLength(1);
+    expect(await sweepExpiredRooms(ctx.server.app.deps)).toBeGreaterThanOrEqual(1);
+    expect(await db.select().from(rooms).where(eq(rooms.id, room.room_id))).toEqual([]);
+    expect(await db.select().from(messages).where(eq(messages.roomId, room.room_id))).toEqual([]);
+  });
+
+  it("keeps one outcome when an extension races the closing: extended and alive, or refused and gone", async () => {
+    const owner = await pro("Rae");
+    for (let run = 0; run < 3; run++) {
+      const room = await createRoom(owner, { duration_hours: 1 });
+      ctx.server.clock.advance(60 * 60_000 - 5);
+      const [extended] = await Promise.all([extend(room, owner.token, { extension_hours: 1 }), advance(10)]);
+      await ctx.server.app.deps.jobOutbox.flush();
+      const [row] = await ctx.server.app.deps.db.select().from(rooms).where(eq(rooms.id, room.room_id));
+      if (extended.status === 200) {
+        expect(row?.expiresAt.toISOString().replace("Z", "+00:00")).toBe(extended.body.data.expires_at);
+        expect((await ctx.api.get(roomPath(room), { token: owner.token })).status).toBe(200);
+      } else {
+        expect([403, 404]).toContain(extended.status);
+        await until(async () =>
+          (await ctx.server.app.deps.db.select().from(rooms).where(eq(rooms.id, room.room_id))).length === 0
+            ? true
+            : undefined,
+        );
+      }
+    }
   });
 });

@@ -9,11 +9,13 @@ import { translationJobs } from "../server/services/translation/jobs.ts";
 import { accountJobs, PRUNE_EXPIRED_CREDENTIALS_EVERY_MS } from "../server/services/accounts/jobs.ts";
 import { PRUNE_WEBHOOK_LOG_EVERY_MS, webhookJobs } from "../server/services/webhooks/jobs.ts";
 import { fileJobs, PRUNE_STAGED_FILES_EVERY_MS, PURGE_DELETED_FILES_EVERY_MS } from "../server/services/files/jobs.ts";
+import { roomJobs, SWEEP_ROOMS_EVERY_MS } from "../server/services/rooms/expiry.ts";
 import { accountHandlers } from "./accounts.ts";
 import { fileHandlers } from "./files.ts";
 import { mailHandlers } from "./mail.ts";
 import { outboundWebhookHandlers } from "./outbound-webhooks.ts";
 import { pushHandlers } from "./push.ts";
+import { roomHandlers } from "./rooms.ts";
 import { translationHandlers } from "./translation.ts";
 import { webhookHandlers } from "./webhooks.ts";
 
@@ -29,6 +31,7 @@ export function buildJobHandlers(
     ...accountHandlers(deps),
     ...webhookHandlers(deps),
     ...outboundWebhookHandlers(deps),
+    ...roomHandlers(deps),
   ]);
 }
 
@@ -39,4 +42,5 @@ export async function scheduleRecurringJobs(deps: Deps): Promise<void> {
   await deps.jobs.repeat(accountJobs.pruneExpired, {}, PRUNE_EXPIRED_CREDENTIALS_EVERY_MS);
   await deps.jobs.repeat(translationJobs.pruneCache, {}, 24 * 3600_000);
   await deps.jobs.repeat(webhookJobs.prune, {}, PRUNE_WEBHOOK_LOG_EVERY_MS);
+  await deps.jobs.repeat(roomJobs.sweep, {}, SWEEP_ROOMS_EVERY_MS);
 }

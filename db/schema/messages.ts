@@ -2,6 +2,7 @@ import { sql } from "drizzle-orm";
 import { bigint, boolean, index, integer, pgTable, text, uniqueIndex } from "drizzle-orm/pg-core";
 import { timestamps, timestamptz } from "./columns.ts";
 import { users, type Language } from "./users.ts";
+import { rooms } from "./rooms.ts";
 import { channels, workspaces } from "./workspaces.ts";
 
 export const MESSAGE_TYPES = ["text", "notice", "system"] as const;
@@ -27,7 +28,7 @@ export const conversations = pgTable(
   ],
 );
 
-/** Channel messages (workspace_id + channel_id) and direct messages (conversation_id). */
+/** Channel messages (workspace_id + channel_id), direct messages (conversation_id) and room messages (room_id). */
 export const messages = pgTable(
   "messages",
   {
@@ -36,6 +37,8 @@ export const messages = pgTable(
     workspaceId: text("workspace_id").references(() => workspaces.id, { onDelete: "cascade" }),
     channelId: text("channel_id").references(() => channels.id, { onDelete: "cascade" }),
     conversationId: text("conversation_id").references(() => conversations.id, { onDelete: "cascade" }),
+    /** Messages of a temporary room: deleted with it (and their files, by the attachments' trigger). */
+    roomId: text("room_id").references(() => rooms.id, { onDelete: "cascade" }),
     authorUserId: integer("author_user_id").references(() => users.id, { onDelete: "set null" }),
     /** Bot posts (inbound webhooks) carry the webhook and its display name and avatar. */
     authorWebhookId: text("author_webhook_id"),
@@ -61,6 +64,7 @@ export const messages = pgTable(
       .where(sql`${table.parentMessageId} is null`),
     index("messages_parent_message_id_id_idx").on(table.parentMessageId, table.id),
     index("messages_conversation_id_id_idx").on(table.conversationId, table.id),
+    index("messages_room_id_id_idx").on(table.roomId, table.id),
   ],
 );
 

@@ -39,18 +39,23 @@ export const eventData = {
   "channel.deleted": z.object({ channel_id: z.string() }),
   "channel.member_joined": channelMembership,
   "channel.member_left": channelMembership,
+  /** On a room's stream, 10 minutes before it closes (an extension moves it). */
+  "room.expiring": z.object({ room_id: z.string(), expires_at: timestamp }),
+  /** On a room's stream when it closed: its messages and files are gone; subscriptions end with this event. */
+  "room.expired": z.object({ room_id: z.string() }),
 } as const;
 
 export type EventType = keyof typeof eventData;
 export type EventData<T extends EventType> = z.infer<(typeof eventData)[T]>;
 
-/** Where an event belongs: a workspace (and channel), or a conversation. */
+/** Where an event belongs: a workspace (and channel), a conversation, or a temporary room. */
 const eventScope = {
   workspace_id: z.string().optional(),
   channel_id: z.string().optional(),
   conversation_id: z.string().optional(),
+  room_id: z.string().optional(),
 };
-export type EventScope = { workspace_id?: string; channel_id?: string; conversation_id?: string };
+export type EventScope = { workspace_id?: string; channel_id?: string; conversation_id?: string; room_id?: string };
 
 function liveEventOf<T extends EventType>(type: T) {
   return z.object({
@@ -79,6 +84,8 @@ const liveEvent = z.discriminatedUnion("type", [
   liveEventOf("channel.deleted"),
   liveEventOf("channel.member_joined"),
   liveEventOf("channel.member_left"),
+  liveEventOf("room.expiring"),
+  liveEventOf("room.expired"),
 ]);
 export type LiveEvent = z.infer<typeof liveEvent>;
 

@@ -35,6 +35,7 @@ export const streams = {
   workspace: (workspaceId: string) => `workspace:${workspaceId}`,
   channel: (channelId: string) => `channel:${channelId}`,
   conversation: (conversationId: string) => `conversation:${conversationId}`,
+  room: (roomId: string) => `room:${roomId}`,
   /** Internal: credential revocations, for every server process. */
   sessions: "sessions",
 };

@@ -39,6 +39,7 @@ export const messageRecord = z.object({
   workspace_id: z.string().nullable(),
   channel_id: z.string().nullable(),
   conversation_id: z.string().nullable(),
+  room_id: z.string().nullable(),
   author: authorRecord.nullable().describe("null when the author's account was deleted"),
   content: z.string(),
   type: z.enum(MESSAGE_TYPES),
@@ -71,6 +72,7 @@ export function toMessageRecord(
     workspace_id: message.workspaceId,
     channel_id: message.channelId,
     conversation_id: message.conversationId,
+    room_id: message.roomId,
     author: message.authorWebhookId
       ? {
           type: "bot",

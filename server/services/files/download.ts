@@ -1,6 +1,7 @@
 // GET /api/v1/message-attachments/{id}/download and /direct-message-attachments/{id}/download.
 // An attachment is as visible as its message: a channel's to the workspace members who can see
-// the channel, a conversation's to its two participants; a staged file to its uploader only
+// the channel, a conversation's to its two participants, a room's to its members while it
+// lives (at the channel path); a staged file to its uploader only
 // (at the channel path, where its record points). Anything else, the wrong path included, is
 // 404 as if the attachment did not exist.
 import { eq } from "drizzle-orm";
@@ -9,6 +10,7 @@ import type { Deps } from "../../deps.ts";
 import { AppError, notFound } from "../../errors.ts";
 import { FileNotStoredError, type StoredObject } from "../../storage/file-storage.ts";
 import { requireParticipant } from "../messaging/direct.ts";
+import { requireRoomMember } from "../rooms/rooms.ts";
 import { requireVisibleChannel } from "../workspaces/channels.ts";
 
 export const ATTACHMENT_NOT_FOUND = "Attachment not found.";
@@ -47,6 +49,10 @@ export async function openAttachment(
   } else if (message.conversationId) {
     if (kind !== "direct") throw notFound(ATTACHMENT_NOT_FOUND);
     await asAttachmentNotFound(requireParticipant(deps, userId, message.conversationId));
+  } else if (message.roomId) {
+    // A room's files download from the channel path, as its members' other messages' do.
+    if (kind !== "channel") throw notFound(ATTACHMENT_NOT_FOUND);
+    await asAttachmentNotFound(requireRoomMember(deps, userId, message.roomId));
   } else if (message.workspaceId && message.channelId) {
     if (kind !== "channel") throw notFound(ATTACHMENT_NOT_FOUND);
     const { workspaceId, channelId } = message;

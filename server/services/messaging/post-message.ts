@@ -1,9 +1,9 @@
-// The only way a message is created: by a user (REST or RPC), and later by an inbound webhook
-// or in a temporary room. One path for every kind of message: the message, what it changes
+// The only way a message is created: by a user (REST or RPC) in a channel, a conversation or a
+// temporary room, and by an inbound webhook. One path for every kind of message: the message, what it changes
 // (its parent's reply count, its attachments, its conversation) and its events are written in
 // one transaction; after commit the relay is woken to position and publish the events, and the
 // job outbox to hand the message's jobs (push) to their queues.
-import { and, eq, inArray, isNull, or, sql } from "drizzle-orm";
+import { and, eq, gt, inArray, isNull, or, sql } from "drizzle-orm";
 import type { Transaction } from "../../../db/client.ts";
 import {
   attachments,
@@ -11,6 +11,8 @@ import {
   channels,
   conversations,
   messages,
+  roomMembers,
+  rooms,
   type Language,
   type Message,
   type MessageType,
@@ -31,7 +33,9 @@ export type MessageAuthor =
   | { type: "bot"; webhookId: string; name: string; avatarUrl: string | null };
 
 export type MessageTarget =
-  { kind: "channel"; workspaceId: string; channelId: string } | { kind: "conversation"; conversationId: string };
+  | { kind: "channel"; workspaceId: string; channelId: string }
+  | { kind: "conversation"; conversationId: string }
+  | { kind: "room"; roomId: string };
 
 export type PostMessageInput = {
   author: MessageAuthor;
@@ -103,6 +107,7 @@ export async function postMessage(deps: Deps, input: PostMessageInput): Promise<
     workspaceId: input.target.kind === "channel" ? input.target.workspaceId : null,
     channelId: input.target.kind === "channel" ? input.target.channelId : null,
     conversationId: input.target.kind === "conversation" ? input.target.conversationId : null,
+    roomId: input.target.kind === "room" ? input.target.roomId : null,
     authorUserId,
     authorWebhookId: input.author.type === "bot" ? input.author.webhookId : null,
     authorName: input.author.type === "bot" ? input.author.name : null,
@@ -126,7 +131,7 @@ export async function postMessage(deps: Deps, input: PostMessageInput): Promise<
   const translating = translationEnabled(deps.config) && !message.skipTranslation;
   const record = await writeWithEvents(deps, async (tx, emit) => {
     if (authorUser !== null) {
-      const membership = await userMayPost(tx, authorUser.id, input.target);
+      const membership = await userMayPost(tx, authorUser.id, input.target, now);
       if (!membership) return null;
       message.language = readerLanguageOf(authorUser, membership.memberLanguage);
     } else if (!(await botMayPost(tx, input.target))) {
@@ -163,14 +168,25 @@ export async function postMessage(deps: Deps, input: PostMessageInput): Promise<
 }
 
 /**
- * A member of the channel and its workspace, or a participant of the conversation; the rows that
- * say so are locked until the caller's transaction ends, so a removal waits for it.
+ * A member of the channel and its workspace, a participant of the conversation, or a member of
+ * the room while it lives; the rows that say so are locked until the caller's transaction ends,
+ * so a removal (or the room's closing) waits for it.
  */
 async function userMayPost(
   tx: Transaction,
   userId: number,
   target: MessageTarget,
+  now: Date,
 ): Promise<{ memberLanguage: Language | null } | null> {
+  if (target.kind === "room") {
+    const rows = await tx
+      .select({ memberLanguage: sql<null>`null` })
+      .from(rooms)
+      .innerJoin(roomMembers, and(eq(roomMembers.roomId, rooms.id), eq(roomMembers.userId, userId)))
+      .where(and(eq(rooms.id, target.roomId), gt(rooms.expiresAt, now)))
+      .for("share");
+    return rows[0] ?? null;
+  }
   const rows =
     target.kind === "channel"
       ? await tx
@@ -212,10 +228,21 @@ async function botMayPost(tx: Transaction, target: MessageTarget): Promise<boole
   return rows.length > 0;
 }
 
-/** Where a message's events go: its channel's or its conversation's stream, with their scope. */
+/** Where a stored message was posted. */
+export function messageTargetOf(
+  message: Pick<Message, "workspaceId" | "channelId" | "conversationId" | "roomId">,
+): MessageTarget {
+  if (message.roomId !== null) return { kind: "room", roomId: message.roomId };
+  return message.conversationId !== null
+    ? { kind: "conversation", conversationId: message.conversationId }
+    : { kind: "channel", workspaceId: message.workspaceId!, channelId: message.channelId! };
+}
+
+/** Where a message's events go: its channel's, conversation's or room's stream, with their scope. */
 export function messageStream(
-  message: Pick<Message, "workspaceId" | "channelId" | "conversationId">,
+  message: Pick<Message, "workspaceId" | "channelId" | "conversationId" | "roomId">,
 ): Pick<EventEntry, "stream" | "scope"> {
+  if (message.roomId !== null) return { stream: streams.room(message.roomId), scope: { room_id: message.roomId } };
   return message.conversationId !== null
     ? { stream: streams.conversation(message.conversationId), scope: { conversation_id: message.conversationId } }
     : {
@@ -232,6 +259,7 @@ function messageCreated(record: MessageRecord, sourceLanguage: Language | null):
       workspaceId: record.workspace_id,
       channelId: record.channel_id,
       conversationId: record.conversation_id,
+      roomId: record.room_id,
     }),
     type: "message.created",
     data: { message: record },

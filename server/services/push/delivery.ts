@@ -5,14 +5,14 @@
 // Retry-After or an exponential backoff, so an outage delays pushes and doubles none.
 import { setImmediate } from "node:timers/promises";
 import { and, asc, eq, inArray, ne, type SQL } from "drizzle-orm";
-import { attachments, channels, messages, pushDevices, users } from "../../../db/schema/index.ts";
+import { attachments, channels, messages, pushDevices, rooms, users } from "../../../db/schema/index.ts";
 import { unseal } from "../../crypto.ts";
 import type { Deps } from "../../deps.ts";
 import { retryDelayMs, type Backoff } from "../../jobs/backoff.ts";
 import { enqueueJob } from "../../jobs/outbox.ts";
 import { mapLimit } from "../../outbound-http.ts";
 import { targetMemberIds } from "../messaging/target-members.ts";
-import type { MessageTarget } from "../messaging/post-message.ts";
+import { messageTargetOf, type MessageTarget } from "../messaging/post-message.ts";
 import { pushJobId, pushJobs, type PushJobPayload } from "./jobs.ts";
 import { pushNotificationFor, type MessageForPush } from "./notification.ts";
 import type { PushOutcome, PushProvider, PushProviderName, PushSend } from "./provider.ts";
@@ -55,19 +55,17 @@ type Loaded = MessageForPush & { authorUserId: number | null; target: MessageTar
 
 async function loadMessage(deps: Deps, messageId: string): Promise<Loaded | undefined> {
   const [row] = await deps.db
-    .select({ message: messages, userName: users.name, channelName: channels.name })
+    .select({ message: messages, userName: users.name, channelName: channels.name, roomName: rooms.name })
     .from(messages)
     .leftJoin(users, eq(users.id, messages.authorUserId))
     .leftJoin(channels, eq(channels.id, messages.channelId))
+    .leftJoin(rooms, eq(rooms.id, messages.roomId))
     .where(eq(messages.id, messageId))
     .limit(1);
   // Gone (deleted with its channel or conversation), or a server notice nobody is woken for.
   if (!row || row.message.type === "system") return undefined;
   const { message } = row;
-  const target: MessageTarget =
-    message.conversationId !== null
-      ? { kind: "conversation", conversationId: message.conversationId }
-      : { kind: "channel", workspaceId: message.workspaceId!, channelId: message.channelId! };
+  const target = messageTargetOf(message);
   const files = await deps.db
     .select({ filename: attachments.filename })
     .from(attachments)
@@ -76,7 +74,8 @@ async function loadMessage(deps: Deps, messageId: string): Promise<Loaded | unde
   return {
     message,
     senderName: row.userName ?? message.authorName ?? "Someone",
-    channelName: row.channelName,
+    // A room is named like a channel in the notification.
+    channelName: row.channelName ?? row.roomName,
     attachmentNames: files.map((file) => file.filename),
     authorUserId: message.authorUserId,
     target,

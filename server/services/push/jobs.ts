@@ -4,7 +4,7 @@
 import { sql } from "drizzle-orm";
 import { z } from "zod";
 import type { Executor } from "../../../db/client.ts";
-import { channelMembers, conversations, pushDevices } from "../../../db/schema/index.ts";
+import { channelMembers, conversations, pushDevices, roomMembers } from "../../../db/schema/index.ts";
 import { defineJob } from "../../jobs/definition.ts";
 import { enqueueJob } from "../../jobs/outbox.ts";
 import type { MessageTarget } from "../messaging/post-message.ts";
@@ -37,7 +37,7 @@ export type PushJobPayload = z.infer<typeof pushJobs.message.payload>;
 export const pushJobId = (messageId: string) => `push-${messageId}`;
 
 /**
- * In the message's transaction: its push job, when anyone in its channel or conversation but
+ * In the message's transaction: its push job, when anyone in its channel, conversation or room but
  * the author has a device. Checked in the statement that adds the job, so a message nobody can
  * be notified of (most of a busy channel's without phones) costs the queue nothing. The check
  * is a cheap superset of the recipients (channel rows alone; it runs on every post): the
@@ -56,7 +56,10 @@ export async function enqueueMessagePush(
     target.kind === "channel"
       ? sql`exists (select 1 from ${channelMembers} join ${pushDevices} on ${pushDevices.userId} = ${channelMembers.userId}
           where ${channelMembers.channelId} = ${target.channelId} and ${someoneElse})`
-      : sql`exists (select 1 from ${conversations} join ${pushDevices}
+      : target.kind === "room"
+        ? sql`exists (select 1 from ${roomMembers} join ${pushDevices} on ${pushDevices.userId} = ${roomMembers.userId}
+          where ${roomMembers.roomId} = ${target.roomId} and ${someoneElse})`
+        : sql`exists (select 1 from ${conversations} join ${pushDevices}
           on ${pushDevices.userId} in (${conversations.userAId}, ${conversations.userBId})
           where ${conversations.id} = ${target.conversationId} and ${someoneElse})`;
   return enqueueJob(

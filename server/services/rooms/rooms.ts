@@ -8,6 +8,7 @@ import type { Deps } from "../../deps.ts";
 import { AppError, notFound } from "../../errors.ts";
 import { newId } from "../../ids.ts";
 import { toRoomRecord, type RoomRecord } from "../../records/room.ts";
+import { scheduleExpiry } from "./expiry.ts";
 
 export const ROOM_NOT_FOUND = "Room not found.";
 export const DEFAULT_DURATION_HOURS = 24;
@@ -44,12 +45,20 @@ export async function createRoom(
       })
       .returning();
     await tx.insert(roomMembers).values({ roomId: room!.id, userId, joinedAt: now });
+    await scheduleExpiry(tx, now, room!);
     return toRoomRecord(room!);
   });
 }
 
-/** A room that has not expired and whose member the user is; 404 otherwise (not theirs, unknown, or gone). */
-async function memberRoom(deps: Deps, userId: number, roomId: string): Promise<Room> {
+/**
+ * The access rule of rooms, for every door (records, messages, files, live events): a room that
+ * has not expired and whose member the user is; 404 otherwise (not theirs, unknown, or gone).
+ */
+export async function requireRoomMember(
+  deps: Pick<Deps, "db" | "clock">,
+  userId: number,
+  roomId: string,
+): Promise<Room> {
   const [found] = await deps.db
     .select({ room: rooms })
     .from(rooms)
@@ -61,7 +70,7 @@ async function memberRoom(deps: Deps, userId: number, roomId: string): Promise<R
 }
 
 export async function getRoom(deps: Deps, userId: number, roomId: string): Promise<RoomRecord> {
-  return toRoomRecord(await memberRoom(deps, userId, roomId));
+  return toRoomRecord(await requireRoomMember(deps, userId, roomId));
 }
 
 /** Joins a room by its id (joining twice is joining once). */
@@ -107,6 +116,8 @@ export async function extendRoom(deps: Deps, userId: number, roomId: string, hou
       .set({ expiresAt, extensionCount: sql`${rooms.extensionCount} + 1`, updatedAt: now })
       .where(eq(rooms.id, roomId))
       .returning();
+    // The closing job and the warning move with it (the old ones find another expiry and do nothing).
+    await scheduleExpiry(tx, now, extended!);
     const record = toRoomRecord(extended!);
     return {
       room_id: record.room_id,

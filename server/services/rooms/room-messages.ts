@@ -1,0 +1,67 @@
+// Talking in a temporary room (docs/rooms.md): its members read and post messages through the
+// one message service (translation and push as in channels; no threads) and follow it live;
+// the subscription ends with the room's `room.expired` event, or when the room is found gone.
+import { eq } from "drizzle-orm";
+import { messages, type User } from "../../../db/schema/index.ts";
+import type { Auth } from "../../context.ts";
+import type { Deps } from "../../deps.ts";
+import { notFound } from "../../errors.ts";
+import { LiveSubscription } from "../../events/live-subscription.ts";
+import { streams } from "../../events/streams.ts";
+import { messagePage } from "../messaging/history.ts";
+import { postMessage } from "../messaging/post-message.ts";
+import { ReaderLanguages, translationEnabled } from "../translation/readers.ts";
+import { requireRoomMember, ROOM_NOT_FOUND } from "./rooms.ts";
+
+export async function listRoomMessages(
+  deps: Deps,
+  userId: number,
+  roomId: string,
+  page: { limit?: number | undefined; before?: string | undefined },
+) {
+  await requireRoomMember(deps, userId, roomId);
+  return messagePage(deps, { userId, workspaceId: null }, eq(messages.roomId, roomId), page);
+}
+
+export async function postRoomMessage(
+  deps: Deps,
+  user: User,
+  roomId: string,
+  input: {
+    content?: string | undefined;
+    attachmentIds?: string[] | undefined;
+    skipTranslation?: boolean | null | undefined;
+  },
+) {
+  const record = await postMessage(deps, {
+    author: { type: "user", user },
+    target: { kind: "room", roomId },
+    ...input,
+  });
+  // Not posted: not a member, or the room is gone.
+  if (!record) throw notFound(ROOM_NOT_FOUND);
+  return record;
+}
+
+export async function roomEvents(
+  deps: Deps,
+  auth: Auth,
+  input: { roomId: string; lastEventId?: string | null | undefined },
+  signal: AbortSignal | undefined,
+) {
+  const room = await requireRoomMember(deps, auth.user.id, input.roomId);
+  return new LiveSubscription({
+    db: deps.db,
+    bus: deps.events,
+    // The user's own stream too: their language changes arrive there.
+    topics: [streams.room(room.id), streams.user(auth.user.id)],
+    lastEventId: input.lastEventId,
+    viewerId: auth.user.id,
+    signal,
+    view: await new ReaderLanguages(auth.user.id, translationEnabled(deps.config)).load(deps.db),
+    watch: (event) => {
+      if (event.room_id !== room.id) return "skip";
+      return event.type === "room.expired" ? "end" : undefined;
+    },
+  });
+}
