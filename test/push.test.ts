@@ -261,6 +261,31 @@ describe("who gets a push", () => {
     expect(pushesTo(alicesPhone)).toEqual([]);
   });
 
+  it("a temporary room's message reaches its other members, titled with the room's name", async () => {
+    const [host, guest] = await Promise.all([registerUser(api, { name: "Hana" }), registerUser(api, { name: "Gil" })]);
+    const hostsPhone = await addDevice(host, "expo");
+    const guestsPhone = await addDevice(guest, "apns");
+    const room = await api.post("/api/v1/external/rooms", { name: "Support chat" }, { token: host.token });
+    const roomId: string = room.body.data.room_id;
+    await api.post(`/api/v1/external/rooms/${roomId}/join`, {}, { token: guest.token });
+    const sent = await api.post(
+      `/api/v1/external/rooms/${roomId}/messages`,
+      { content: "Hi Gil" },
+      { token: host.token },
+    );
+    expect(sent.status).toBe(201);
+    await until(() => (pushesTo(guestsPhone).length === 1 ? true : undefined), "Gil's push");
+    expect(pushesTo(guestsPhone)).toEqual([
+      {
+        title: "Hana in Support chat",
+        body: "Hi Gil",
+        data: { type: "message", message_id: sent.body.data.id, room_id: roomId },
+      },
+    ]);
+    await settle();
+    expect(pushesTo(hostsPhone)).toEqual([]);
+  });
+
   it("a thread reply says so and carries its parent; attachments are named; long text is cut", async () => {
     const { owner, members, workspaceId, channelId } = await team(1);
     const phone = await addDevice(members[0]!, "expo");

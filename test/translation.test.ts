@@ -483,6 +483,31 @@ describe("bot posts (inbound webhooks)", () => {
   });
 });
 
+describe("a temporary room's message", () => {
+  it("reaches a ja member translated (their own language: a room has no workspace)", async () => {
+    const [host, guest] = await Promise.all([
+      registerUser(api, { name: "Hal", preferred_language: "en" }),
+      registerUser(api, { name: "Jun", preferred_language: "ja" }),
+    ]);
+    const room = await api.post("/api/v1/external/rooms", { name: "Meetup" }, { token: host.token });
+    const roomId: string = room.body.data.room_id;
+    await api.post(`/api/v1/external/rooms/${roomId}/join`, {}, { token: guest.token });
+    const text = unique("See you at the venue");
+    const posted = await api.post(
+      `/api/v1/external/rooms/${roomId}/messages`,
+      { content: text },
+      { token: host.token },
+    );
+    expect(posted.status).toBe(201);
+    const read = await until(async () => {
+      const page = await api.get(`/api/v1/external/rooms/${roomId}/messages`, { token: guest.token });
+      return page.body.data[0]?.translation?.status === "done" ? page.body.data[0] : undefined;
+    }, "the room message's translation");
+    expect(read.translation).toEqual({ language: "ja", content: `[ja] ${text}`, status: "done" });
+    expect(requestsFor(text)).toHaveLength(1);
+  });
+});
+
 describe("jobs arriving together", () => {
   let slow: FakeTranslator;
   let slowServer: TestServer;

@@ -74,8 +74,8 @@ async function loadMessage(deps: Deps, messageId: string): Promise<Loaded | unde
   return {
     message,
     senderName: row.userName ?? message.authorName ?? "Someone",
-    // A room is named like a channel in the notification.
-    channelName: row.channelName ?? row.roomName,
+    channelName: row.channelName,
+    roomName: row.roomName,
     attachmentNames: files.map((file) => file.filename),
     authorUserId: message.authorUserId,
     target,

@@ -1,5 +1,6 @@
 // What a push notification says about a message (docs/push.md): the title names the sender
-// and where ("Ada in #general", "Ada replied in #general", "Ada (direct message)"), the body
+// and where ("Ada in #general", "Ada replied in #general", "Ada (direct message)", "Ada in
+// Support chat" for a temporary room), the body
 // is the text cut to what a lock screen shows, with its attachments named, and the data holds
 // the ids an app opens the message with.
 import type { Message } from "../../../db/schema/index.ts";
@@ -9,10 +10,15 @@ import type { PushNotification } from "./provider.ts";
 export const PUSH_BODY_MAX_CHARS = 178;
 
 export type MessageForPush = {
-  message: Pick<Message, "id" | "workspaceId" | "channelId" | "conversationId" | "parentMessageId" | "content">;
+  message: Pick<
+    Message,
+    "id" | "workspaceId" | "channelId" | "conversationId" | "roomId" | "parentMessageId" | "content"
+  >;
   senderName: string;
-  /** Null for a direct message. */
+  /** Null for a direct message or a room's. */
   channelName: string | null;
+  /** A temporary room's name, for its messages. */
+  roomName?: string | null;
   attachmentNames: string[];
 };
 
@@ -36,12 +42,15 @@ export function pushNotificationFor({
   message,
   senderName,
   channelName,
+  roomName,
   attachmentNames,
 }: MessageForPush): PushNotification {
   const title =
-    channelName === null
-      ? `${senderName} (direct message)`
-      : `${senderName} ${message.parentMessageId ? "replied in" : "in"} #${channelName}`;
+    message.roomId !== null
+      ? `${senderName} in ${roomName ?? "a room"}`
+      : channelName === null
+        ? `${senderName} (direct message)`
+        : `${senderName} ${message.parentMessageId ? "replied in" : "in"} #${channelName}`;
   const text = message.content.trim();
   const files = attachmentsLine(attachmentNames);
   const body =
@@ -51,14 +60,21 @@ export function pushNotificationFor({
         ? files
         : `${cut(text, PUSH_BODY_MAX_CHARS - files.length - 1)}\n${files}`;
   const data: Record<string, string> =
-    message.conversationId !== null
-      ? { type: "message", message_id: message.id, conversation_id: message.conversationId }
-      : {
-          type: "message",
-          message_id: message.id,
-          workspace_id: message.workspaceId ?? "",
-          channel_id: message.channelId ?? "",
-          ...(message.parentMessageId && { parent_message_id: message.parentMessageId }),
-        };
-  return { title: cut(title, 120), body, data, threadId: message.conversationId ?? message.channelId ?? message.id };
+    message.roomId !== null
+      ? { type: "message", message_id: message.id, room_id: message.roomId }
+      : message.conversationId !== null
+        ? { type: "message", message_id: message.id, conversation_id: message.conversationId }
+        : {
+            type: "message",
+            message_id: message.id,
+            workspace_id: message.workspaceId ?? "",
+            channel_id: message.channelId ?? "",
+            ...(message.parentMessageId && { parent_message_id: message.parentMessageId }),
+          };
+  return {
+    title: cut(title, 120),
+    body,
+    data,
+    threadId: message.roomId ?? message.conversationId ?? message.channelId ?? message.id,
+  };
 }
