@@ -73,7 +73,7 @@ export async function conversationEvents(
 }
 
 /** Each event as the subscriber sees it: messages with the translation state for their language. */
-function readerView(deps: Deps, userId: number): Promise<ReaderLanguages> {
+export function readerView(deps: Deps, userId: number): Promise<ReaderLanguages> {
   return new ReaderLanguages(userId, translationEnabled(deps.config)).load(deps.db);
 }
 

@@ -9,8 +9,8 @@ import { notFound } from "../../errors.ts";
 import { LiveSubscription } from "../../events/live-subscription.ts";
 import { streams } from "../../events/streams.ts";
 import { messagePage } from "../messaging/history.ts";
+import { readerView } from "../messaging/live.ts";
 import { postMessage } from "../messaging/post-message.ts";
-import { ReaderLanguages, translationEnabled } from "../translation/readers.ts";
 import { requireRoomMember, ROOM_NOT_FOUND } from "./rooms.ts";
 
 export async function listRoomMessages(
@@ -58,7 +58,7 @@ export async function roomEvents(
     lastEventId: input.lastEventId,
     viewerId: auth.user.id,
     signal,
-    view: await new ReaderLanguages(auth.user.id, translationEnabled(deps.config)).load(deps.db),
+    view: await readerView(deps, auth.user.id),
     watch: (event) => {
       if (event.room_id !== room.id) return "skip";
       return event.type === "room.expired" ? "end" : undefined;
