@@ -4,6 +4,7 @@
 // resolve to public addresses only (422 `url`); the secret is 32 random bytes, kept sealed.
 import { randomBytes } from "node:crypto";
 import { and, desc, eq, inArray, lt } from "drizzle-orm";
+import type { Executor } from "../../../db/client.ts";
 import {
   outboundDeliveries,
   outboundDeliveryAttempts,
@@ -131,9 +132,9 @@ export async function deleteOutboundWebhook(deps: Deps, userId: number, workspac
     .where(and(eq(outboundWebhooks.id, webhookId), eq(outboundWebhooks.workspaceId, workspaceId)));
 }
 
-async function withAttempts(deps: Deps, deliveries: OutboundDelivery[]): Promise<DeliveryRecord[]> {
+async function withAttempts(db: Executor, deliveries: OutboundDelivery[]): Promise<DeliveryRecord[]> {
   if (deliveries.length === 0) return [];
-  const attempts = await deps.db
+  const attempts = await db
     .select()
     .from(outboundDeliveryAttempts)
     .where(
@@ -160,19 +161,26 @@ export async function listDeliveries(
 ) {
   await managedWebhook(deps, userId, workspaceId, webhookId);
   const limit = page.limit ?? LOG_PAGE_DEFAULT;
-  const rows = await deps.db
-    .select()
-    .from(outboundDeliveries)
-    .where(
-      and(
-        eq(outboundDeliveries.webhookId, webhookId),
-        page.before ? lt(outboundDeliveries.id, page.before) : undefined,
-      ),
-    )
-    .orderBy(desc(outboundDeliveries.id))
-    .limit(limit + 1);
-  const { shown, nextCursor } = pageOf(rows, limit);
-  return { data: await withAttempts(deps, shown), meta: { next_cursor: nextCursor } };
+  // One snapshot for the deliveries and their attempts: an attempt recorded between the two
+  // reads would otherwise show beside a delivery that does not count it yet.
+  return deps.db.transaction(
+    async (tx) => {
+      const rows = await tx
+        .select()
+        .from(outboundDeliveries)
+        .where(
+          and(
+            eq(outboundDeliveries.webhookId, webhookId),
+            page.before ? lt(outboundDeliveries.id, page.before) : undefined,
+          ),
+        )
+        .orderBy(desc(outboundDeliveries.id))
+        .limit(limit + 1);
+      const { shown, nextCursor } = pageOf(rows, limit);
+      return { data: await withAttempts(tx, shown), meta: { next_cursor: nextCursor } };
+    },
+    { isolationLevel: "repeatable read", accessMode: "read only" },
+  );
 }
 
 /**
@@ -211,5 +219,5 @@ export async function sendTestDelivery(
   const result = await send(deps, webhook, delivery!);
   await recordAttempts(deps, [{ delivery: delivery!, attempt: 1, result, retry: false, health: false }]);
   const [settled] = await deps.db.select().from(outboundDeliveries).where(eq(outboundDeliveries.id, id));
-  return (await withAttempts(deps, [settled!]))[0]!;
+  return (await withAttempts(deps.db, [settled!]))[0]!;
 }
