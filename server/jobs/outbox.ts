@@ -59,34 +59,35 @@ export async function enqueueJob<Payload>(
     onlyIfWritten?: SQL;
   } = {},
 ): Promise<boolean> {
+  const job = { payload, jobId: options.jobId ?? `job-${randomUUID()}`, delayMs: options.delayMs };
+  if (!options.onlyIf && !options.onlyIfWritten) return (await enqueueJobs(tx, now, definition, [job])) > 0;
+  const row = outboxRow(now, definition, job);
+  // A job id that is already waiting is not added twice (as BullMQ does with a known id).
+  const condition = options.onlyIfWritten ? sql`exists (select 1 from written)` : options.onlyIf!;
+  const result = await tx.execute(sql`
+    ${options.onlyIfWritten ? sql`with written as (${options.onlyIfWritten})` : sql``}
+    insert into ${jobOutbox} (name, payload, job_id, run_at, created_at)
+    select ${row.name}, ${JSON.stringify(row.payload)}::jsonb, ${row.jobId},
+      ${row.runAt?.toISOString() ?? null}::timestamptz, ${row.createdAt.toISOString()}::timestamptz
+    where ${condition}
+    on conflict (job_id) do nothing
+    returning id`);
+  return rowsOf(result).length > 0;
+}
+
+type OutboxJob<Payload> = { payload: Payload; jobId: string; delayMs?: number | undefined };
+
+/** The outbox row of a job: its payload checked, due at once or after `delayMs`. */
+function outboxRow<Payload>(now: Date, definition: JobDefinition<Payload>, job: OutboxJob<Payload>) {
   // BullMQ refuses such an id; the row would then block the outbox's hand-over for good.
-  if (options.jobId?.includes(":")) throw new Error(`job id ${options.jobId} contains ":"`);
-  const row = {
+  if (job.jobId.includes(":")) throw new Error(`job id ${job.jobId} contains ":"`);
+  return {
     name: definition.name,
-    payload: definition.payload.parse(payload),
-    jobId: options.jobId ?? `job-${randomUUID()}`,
-    runAt: options.delayMs ? new Date(now.getTime() + options.delayMs) : null,
+    payload: definition.payload.parse(job.payload),
+    jobId: job.jobId,
+    runAt: job.delayMs ? new Date(now.getTime() + job.delayMs) : null,
     createdAt: now,
   };
-  // A job id that is already waiting is not added twice (as BullMQ does with a known id).
-  if (options.onlyIf || options.onlyIfWritten) {
-    const condition = options.onlyIfWritten ? sql`exists (select 1 from written)` : options.onlyIf!;
-    const result = await tx.execute(sql`
-      ${options.onlyIfWritten ? sql`with written as (${options.onlyIfWritten})` : sql``}
-      insert into ${jobOutbox} (name, payload, job_id, run_at, created_at)
-      select ${row.name}, ${JSON.stringify(row.payload)}::jsonb, ${row.jobId},
-        ${row.runAt?.toISOString() ?? null}::timestamptz, ${row.createdAt.toISOString()}::timestamptz
-      where ${condition}
-      on conflict (job_id) do nothing
-      returning id`);
-    return rowsOf(result).length > 0;
-  }
-  const written = await tx
-    .insert(jobOutbox)
-    .values(row)
-    .onConflictDoNothing({ target: jobOutbox.jobId })
-    .returning({ id: jobOutbox.id });
-  return written.length > 0;
 }
 
 /**
@@ -97,22 +98,12 @@ export async function enqueueJobs<Payload>(
   tx: Executor,
   now: Date,
   definition: JobDefinition<Payload>,
-  jobs: { payload: Payload; jobId: string; delayMs?: number }[],
+  jobs: OutboxJob<Payload>[],
 ): Promise<number> {
   if (jobs.length === 0) return 0;
-  const rows = jobs.map((job) => {
-    if (job.jobId.includes(":")) throw new Error(`job id ${job.jobId} contains ":"`);
-    return {
-      name: definition.name,
-      payload: definition.payload.parse(job.payload),
-      jobId: job.jobId,
-      runAt: job.delayMs ? new Date(now.getTime() + job.delayMs) : null,
-      createdAt: now,
-    };
-  });
   const written = await tx
     .insert(jobOutbox)
-    .values(rows)
+    .values(jobs.map((job) => outboxRow(now, definition, job)))
     .onConflictDoNothing({ target: jobOutbox.jobId })
     .returning({ id: jobOutbox.id });
   return written.length;
