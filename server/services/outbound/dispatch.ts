@@ -96,7 +96,7 @@ export class OutboundDispatcher {
       if (!state.listening) {
         await tx
           .update(outboundDispatch)
-          .set({ position: newest, updatedAt: new Date() })
+          .set({ position: newest, updatedAt: this.deps.clock.now() })
           .where(eq(outboundDispatch.id, 1));
         return { read: 0, written: 0 };
       }
@@ -123,39 +123,41 @@ export class OutboundDispatcher {
             .where(and(inArray(outboundWebhooks.workspaceId, workspaceIds), eq(outboundWebhooks.isActive, true)))
         : [];
 
-      const now = this.deps.clock.now();
-      // Ids share the millisecond; sorted and handed out in event order, the log (by id) keeps that order.
-      const ids = Array.from({ length: events.length * webhooks.length }, () =>
-        newId("delivery", now.getTime()),
-      ).sort();
-      const deliveries: (typeof outboundDeliveries.$inferInsert)[] = [];
-      for (const event of events) {
+      // Each event for each active webhook of its workspace that asked for its type and existed then.
+      const matches = events.flatMap((event) => {
         const payload = event.payload as EventPayload;
         const workspaceId = outboundWorkspaceOf(payload);
-        if (!workspaceId) continue;
-        for (const webhook of webhooks) {
-          if (webhook.workspaceId !== workspaceId || !webhook.events.includes(payload.type)) continue;
-          if (event.createdAt < webhook.createdAt) continue; // it happened before the webhook existed
-          const id = ids[deliveries.length]!;
-          deliveries.push({
-            id,
-            webhookId: webhook.id,
+        return webhooks
+          .filter(
+            (webhook) =>
+              webhook.workspaceId === workspaceId &&
+              webhook.events.includes(payload.type) &&
+              event.createdAt >= webhook.createdAt,
+          )
+          .map((webhook) => ({ event, payload, workspaceId: workspaceId!, webhook }));
+      });
+      const now = this.deps.clock.now();
+      // Ids share the millisecond; sorted and handed out in event order, the log (by id) keeps that order.
+      const ids = matches.map(() => newId("delivery", now.getTime())).sort();
+      const deliveries = matches.map(
+        ({ event, payload, workspaceId, webhook }, index): typeof outboundDeliveries.$inferInsert => ({
+          id: ids[index]!,
+          webhookId: webhook.id,
+          event: payload.type,
+          eventPosition: event.position,
+          body: deliveryBody({
+            id: ids[index]!,
             event: payload.type,
-            eventPosition: event.position,
-            body: deliveryBody({
-              id,
-              event: payload.type,
-              createdAt: isoTimestamp(event.createdAt),
-              workspaceId,
-              data: payload.data,
-            }),
-            status: "pending",
-            attempts: 0,
-            nextAttemptAt: now,
-            createdAt: now,
-          });
-        }
-      }
+            createdAt: isoTimestamp(event.createdAt),
+            workspaceId,
+            data: payload.data,
+          }),
+          status: "pending",
+          attempts: 0,
+          nextAttemptAt: now,
+          createdAt: now,
+        }),
+      );
       if (deliveries.length > 0) {
         await tx.insert(outboundDeliveries).values(deliveries);
         await enqueueJobs(
