@@ -8,8 +8,7 @@ import { translationJobs, type TranslationJobPayload } from "../server/services/
 import type { TranslationProvider } from "../server/services/translation/provider.ts";
 import { Batcher } from "../server/jobs/batcher.ts";
 import {
-  BATCH_MESSAGES,
-  BATCHES_AT_ONCE,
+  TRANSLATION_BATCH,
   pruneTranslationCache,
   translateMessages,
 } from "../server/services/translation/translate-message.ts";
@@ -17,10 +16,7 @@ import {
 export function translationHandlers(deps: Deps, provider: TranslationProvider | null): JobHandlers {
   const batcher =
     provider &&
-    new Batcher<TranslationJobPayload>((payloads) => translateMessages(deps, provider, payloads), {
-      batchSize: BATCH_MESSAGES,
-      atOnce: BATCHES_AT_ONCE,
-    });
+    new Batcher<TranslationJobPayload>((payloads) => translateMessages(deps, provider, payloads), TRANSLATION_BATCH);
   return new Map([
     [
       translationJobs.message.name,

@@ -185,9 +185,9 @@ export async function recordAttempts(
     const recorded = recordable.filter((record) => fresh.has(`${record.delivery.id} ${record.attempt}`));
     if (recorded.length === 0) return { retried: 0, disabled: [] as string[] };
 
+    const settled = recorded.map((record) => ({ record, ...outcome(record) }));
     const values = sql.join(
-      recorded.map((record) => {
-        const { ok, again, delayMs } = outcome(record);
+      settled.map(({ record, ok, again, delayMs }) => {
         const status = ok ? "succeeded" : again ? "pending" : "failed";
         const next = again ? new Date(now.getTime() + delayMs).toISOString() : null;
         const completed = again ? null : now.toISOString();
@@ -200,14 +200,14 @@ export async function recordAttempts(
         next_attempt_at = settled.next_attempt_at, completed_at = settled.completed_at
       from (values ${values}) as settled (id, attempts, status, next_attempt_at, completed_at)
       where ${outboundDeliveries.id} = settled.id`);
-    const retries = recorded.filter((record) => outcome(record).again);
+    const retries = settled.filter(({ again }) => again);
     await enqueueJobs(
       tx,
       now,
       outboundJobs.deliver,
-      retries.map((record) => {
+      retries.map(({ record, delayMs }) => {
         const payload = { deliveryId: record.delivery.id, attempt: record.attempt + 1 };
-        return { payload, jobId: deliverJobId(payload), delayMs: outcome(record).delayMs };
+        return { payload, jobId: deliverJobId(payload), delayMs };
       }),
     );
     return {

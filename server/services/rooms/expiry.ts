@@ -6,7 +6,7 @@
 // the attachments' trigger, docs/operations.md), and sends `room.expired` on its stream, which
 // ends its subscriptions. A sweeper every minute closes rooms whose job was lost (the process
 // was down at the time, or Redis lost it).
-import { and, asc, eq, lte } from "drizzle-orm";
+import { asc, eq, lte } from "drizzle-orm";
 import { z } from "zod";
 import type { Executor } from "../../../db/client.ts";
 import { rooms, type Room } from "../../../db/schema/index.ts";
@@ -81,7 +81,7 @@ export async function sweepExpiredRooms(deps: Deps): Promise<number> {
   const due = await deps.db
     .select({ id: rooms.id })
     .from(rooms)
-    .where(and(lte(rooms.expiresAt, deps.clock.now())))
+    .where(lte(rooms.expiresAt, deps.clock.now()))
     .orderBy(asc(rooms.expiresAt))
     .limit(SWEEP_BATCH);
   let closed = 0;

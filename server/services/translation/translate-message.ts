@@ -55,10 +55,11 @@ export function cacheKey(source: Language | null, target: Language, text: string
     .digest("base64url");
 }
 
-/** Messages translated together at most (their jobs wait for the next batch; server/jobs/batcher.ts). */
-export const BATCH_MESSAGES = 50;
-/** Batches of one process translated at once; jobs that arrive meanwhile wait and go together. */
-export const BATCHES_AT_ONCE = 2;
+/**
+ * Messages translated together at most, and batches of one process at once: jobs that arrive
+ * while two batches are out wait and go together (server/jobs/batcher.ts).
+ */
+export const TRANSLATION_BATCH = { batchSize: 50, atOnce: 2 };
 
 /** A message of the batch and what it still needs. */
 type Work = {
