@@ -8,7 +8,7 @@
 // receivers see what a client sees. Every message carries its send time in its content; a
 // receiver reads it out of the frame without parsing the whole frame.
 import WebSocket from "ws";
-import { createChatClient, type ChatClient } from "../client/index.ts";
+import { createChatClient, type ChatClient } from "@chat-service/client";
 import type { Language } from "../db/schema/index.ts";
 import { clientFrames, PING, PONG, trpcSocketUrl } from "../server/http/trpc-ws-protocol.ts";
 import {
@@ -332,7 +332,7 @@ class ClientReceiver implements Receiver {
     const client = createChatClient({
       url: baseUrl,
       token,
-      webSocket: { WebSocket: WebSocket as unknown as typeof globalThis.WebSocket },
+      webSocket: { WebSocket },
     });
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error("typed client subscription did not start")), 60_000);

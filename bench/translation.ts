@@ -18,7 +18,7 @@
 //
 // The targets: post→translation.ready p99 under 500 ms, post p99 not raised by more than 10%.
 import WebSocket from "ws";
-import { createChatClient, type ChatClient } from "../client/index.ts";
+import { createChatClient, type ChatClient } from "@chat-service/client";
 import type { Language } from "../db/schema/index.ts";
 import { startFakeLibreTranslate, type FakeTranslator } from "../test/helpers/translation.ts";
 import { setupTeam } from "./fanout.ts";
@@ -96,7 +96,7 @@ class Subscriber {
     const client = createChatClient({
       url: server.url,
       token: reader.token,
-      webSocket: { WebSocket: WebSocket as unknown as typeof globalThis.WebSocket },
+      webSocket: { WebSocket },
     });
     const subscriber = new Subscriber(reader.language, client, undefined);
     return new Promise((resolve, reject) => {

@@ -19,7 +19,7 @@ import { randomBytes } from "node:crypto";
 import { EventSource } from "eventsource";
 import WebSocket from "ws";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createChatClient, TRPCClientError, type ChatClient, type RouterInputs } from "../client/index.ts";
+import { createChatClient, TRPCClientError, type ChatClient, type RouterInputs } from "@chat-service/client";
 import { appRouter } from "../routers/index.ts";
 import { procedureMetas, type ProcedureMeta } from "../server/trpc.ts";
 import type { ApiResponse } from "./helpers/api.ts";
@@ -1075,9 +1075,7 @@ function clientFor(token: string | undefined, subscriptions: "websocket" | "sse"
     client = createChatClient({
       url: ctx.server.url,
       ...(token && { token }),
-      ...(subscriptions === "sse"
-        ? { subscriptions: { sse: { EventSource: EventSource as unknown as typeof globalThis.EventSource } } }
-        : { webSocket: { WebSocket: WebSocket as unknown as typeof globalThis.WebSocket } }),
+      ...(subscriptions === "sse" ? { subscriptions: { sse: { EventSource } } } : { webSocket: { WebSocket } }),
     });
     clients.set(key, client);
   }

@@ -10,7 +10,7 @@ import path from "node:path";
 import { and, count, eq } from "drizzle-orm";
 import WebSocket from "ws";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createChatClient, type ChatClient } from "../client/index.ts";
+import { createChatClient, type ChatClient } from "@chat-service/client";
 import { attachments, conversations, messages } from "../db/schema/index.ts";
 import { ADMIN_ROUTE, signAdminRequest } from "../server/http/admin-route.ts";
 import { jsonNestsDeeperThan, MAX_JSON_DEPTH, startsWithJsonArray } from "../server/http/json-limits.ts";
@@ -58,7 +58,7 @@ function chat(token?: string): ChatClient {
   const client = createChatClient({
     url: ctx.server.url,
     token,
-    webSocket: { WebSocket: WebSocket as unknown as typeof globalThis.WebSocket },
+    webSocket: { WebSocket },
   });
   clients.push(client);
   return client;

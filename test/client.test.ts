@@ -1,8 +1,8 @@
-// The typed tRPC client (client/index.ts) against the real server: queries and mutations over
+// The typed tRPC client (@chat-service/client) against the real server: queries and mutations over
 // HTTP batching, typed errors, and live events over the client's WebSocket link.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import { createChatClient, TRPCClientError, type ChatClient, type StreamEvent } from "../client/index.ts";
+import { createChatClient, TRPCClientError, type ChatClient, type StreamEvent } from "@chat-service/client";
 import { restClient, type RestClient } from "./helpers/api.ts";
 import { DEFAULT_PASSWORD, registerUser, uniqueEmail } from "./helpers/factories.ts";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
@@ -33,7 +33,7 @@ function chat(token?: string): ChatClient {
   const client = createChatClient({
     url: server.url,
     token,
-    webSocket: { WebSocket: WebSocket as unknown as typeof globalThis.WebSocket },
+    webSocket: { WebSocket },
   });
   clients.push(client);
   return client;
@@ -169,7 +169,7 @@ describe("the client itself", () => {
     const client = createChatClient({
       url: server.url,
       token: user.token,
-      webSocket: { WebSocket: WebSocket as unknown as typeof globalThis.WebSocket },
+      webSocket: { WebSocket },
     });
     expect((await client.me.get.query()).id).toBe(user.id);
     expect(() => client.close()).not.toThrow();

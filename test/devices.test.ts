@@ -4,7 +4,7 @@
 import { randomBytes } from "node:crypto";
 import { eq } from "drizzle-orm";
 import { afterAll, describe, expect, it } from "vitest";
-import { createChatClient, type ChatClient } from "../client/index.ts";
+import { createChatClient, type ChatClient } from "@chat-service/client";
 import { pushDevices } from "../db/schema/index.ts";
 import { registerUser, type RegisteredUser } from "./helpers/factories.ts";
 import { rejectionOf } from "./helpers/rpc.ts";

@@ -4,7 +4,7 @@
 // subscribe. The cookie's Origin check still applies to subscriptions (they are not "safe"
 // like queries: a page of another site must not hold a stream open with the user's cookie).
 import { describe, expect, it } from "vitest";
-import type { ChatClient } from "../client/index.ts";
+import type { ChatClient } from "@chat-service/client";
 import { registerUser, type RegisteredUser } from "./helpers/factories.ts";
 import { attach, collect, world, type Feed } from "./helpers/live.ts";
 import { rejectionOf } from "./helpers/rpc.ts";

@@ -6,7 +6,7 @@
 import { randomBytes } from "node:crypto";
 import { eq, lt } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
-import { TRPCClientError } from "../client/index.ts";
+import { TRPCClientError } from "@chat-service/client";
 import { streamEvents } from "../db/schema/index.ts";
 import type { Deps } from "../server/deps.ts";
 import type { EventEntry } from "../server/events/catalog.ts";

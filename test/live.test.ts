@@ -1,4 +1,4 @@
-// Live delivery of messages through the typed client (client/index.ts) against the real server:
+// Live delivery of messages through the typed client (@chat-service/client) against the real server:
 // channel and conversation subscriptions over WebSocket, the user's stream following them into
 // new channels and conversations, resuming with lastEventId, the end of a subscription on
 // removal, typing, the SSE transport, and (with Redis) delivery across two server processes.
@@ -8,7 +8,7 @@
 // event, or a profile update on the user's own stream) until the first one comes through;
 // from then on every event must arrive.
 import { describe, expect, it } from "vitest";
-import { TRPCClientError } from "../client/index.ts";
+import { TRPCClientError } from "@chat-service/client";
 import { registerUser } from "./helpers/factories.ts";
 import { arrived, attach, collect, ISO_WITH_OFFSET, world } from "./helpers/live.ts";
 import { useTestServer, useTwoServers } from "./helpers/server.ts";

@@ -4,7 +4,7 @@
 // Attachment upload and download are tested elsewhere; only an unknown attachment id is here.
 import { randomBytes } from "node:crypto";
 import { afterAll, describe, expect, it } from "vitest";
-import { createChatClient, type ChatClient } from "../client/index.ts";
+import { createChatClient, type ChatClient } from "@chat-service/client";
 import type { ApiResponse } from "./helpers/api.ts";
 import { registerUser, uniqueEmail, type RegisteredUser } from "./helpers/factories.ts";
 import { useTestServer } from "./helpers/server.ts";

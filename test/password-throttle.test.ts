@@ -4,7 +4,7 @@
 // count; past the limit 429 {"message":"Too Many Attempts."} with Retry-After, before the
 // password is even checked.
 import { describe, expect, it } from "vitest";
-import { createChatClient } from "../client/index.ts";
+import { createChatClient } from "@chat-service/client";
 import type { ApiResponse } from "./helpers/api.ts";
 import { createWorkspaceWithGeneral, registerUser, type RegisteredUser } from "./helpers/factories.ts";
 import { rejectionOf } from "./helpers/rpc.ts";

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WebSocket } from "ws";
-import { createChatClient } from "../client/index.ts";
+import { createChatClient } from "@chat-service/client";
 import { startApp, type App } from "../server/app.ts";
 import { loadConfig } from "../server/config.ts";
 import { restClient } from "./helpers/api.ts";
@@ -76,7 +76,7 @@ describe.runIf(sharedServices)("with PostgreSQL and Redis shared between process
     const client = createChatClient({
       url: second.url,
       token: user.token,
-      webSocket: { WebSocket: WebSocket as never },
+      webSocket: { WebSocket },
     });
     const received: unknown[] = [];
     const subscription = client.events.onUser.subscribe(undefined, { onData: (event) => received.push(event) });

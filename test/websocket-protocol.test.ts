@@ -10,7 +10,7 @@ import { createTRPCClient, createWSClient, wsLink } from "@trpc/client";
 import { applyWSSHandler } from "@trpc/server/adapters/ws";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket, { WebSocketServer } from "ws";
-import { createChatClient, type StreamEvent } from "../client/index.ts";
+import { createChatClient, type StreamEvent } from "@chat-service/client";
 import { appRouter, type AppRouter } from "../routers/index.ts";
 import { createWsContext } from "../server/context.ts";
 import { MAX_BATCH, MAX_PAYLOAD_BYTES, serveTrpcOverWebSocket } from "../server/http/trpc-websocket.ts";
@@ -515,7 +515,7 @@ describe("the real @trpc/client against our host", () => {
     const chat = createChatClient({
       url: ctx.server.url,
       token: user.token,
-      webSocket: { WebSocket: WebSocket as unknown as typeof globalThis.WebSocket },
+      webSocket: { WebSocket },
     });
     try {
       expect(await chat.me.get.query()).toMatchObject({ id: user.id });

@@ -4,7 +4,7 @@
 import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { eq } from "drizzle-orm";
-import { createChatClient, TRPCClientError } from "../client/index.ts";
+import { createChatClient, TRPCClientError } from "@chat-service/client";
 import { channels, workspaces } from "../db/schema/index.ts";
 import { registerUser, type RegisteredUser } from "./helpers/factories.ts";
 import { useTestServer } from "./helpers/server.ts";

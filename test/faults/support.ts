@@ -17,7 +17,7 @@ import { fileURLToPath } from "node:url";
 import postgres from "postgres";
 import { expect } from "vitest";
 import WebSocket from "ws";
-import { createChatClient, type ChatClient } from "../../client/index.ts";
+import { createChatClient, type ChatClient } from "@chat-service/client";
 import type { FakeSmtp } from "../helpers/smtp.ts";
 
 export const ROOT = fileURLToPath(new URL("../..", import.meta.url));
@@ -568,7 +568,7 @@ export function subscriber(label: string, user: User, room: Room, channelId: str
       const opened = createChatClient({
         url: server.url,
         token: user.token,
-        webSocket: { WebSocket: WebSocket as unknown as typeof globalThis.WebSocket },
+        webSocket: { WebSocket },
       });
       client = opened;
       openClients.add(opened);

@@ -4,7 +4,7 @@
 import { afterEach } from "vitest";
 import { EventSource } from "eventsource";
 import WebSocket from "ws";
-import { createChatClient, type ChatClient, type StreamEvent } from "../../client/index.ts";
+import { createChatClient, type ChatClient, type StreamEvent } from "@chat-service/client";
 import type { RestClient } from "./api.ts";
 import { registerUser, type RegisteredUser } from "./factories.ts";
 import { until } from "./wait.ts";
@@ -102,9 +102,7 @@ export function world(getServer: () => { url: string }, getApi: () => RestClient
     const client = createChatClient({
       url: options.url ?? getServer().url,
       token,
-      ...(options.sse
-        ? { subscriptions: { sse: { EventSource: EventSource as unknown as typeof globalThis.EventSource } } }
-        : { webSocket: { WebSocket: WebSocket as unknown as typeof globalThis.WebSocket } }),
+      ...(options.sse ? { subscriptions: { sse: { EventSource } } } : { webSocket: { WebSocket } }),
     });
     openClients.push(client);
     return client;

@@ -1,5 +1,5 @@
 import { expect } from "vitest";
-import { TRPCClientError } from "../../client/index.ts";
+import { TRPCClientError } from "@chat-service/client";
 
 /** The rejection of a typed-client call, which must be a TRPCClientError (to read `data.code`). */
 export async function rejectionOf(promise: Promise<unknown>): Promise<TRPCClientError<any>> {
