@@ -15,7 +15,17 @@ const tags = ["Account sign-in"];
 
 export const authRouter = router({
   register: publicProcedure
-    .meta({ openapi: { method: "POST", path: "/api/v1/auth/app/register", tags, protect: false } })
+    .meta({
+      openapi: {
+        summary: "Register an account",
+        description:
+          "Creates the account, sends the e-mail verification link and answers the token response (200). No token needed. 422 on validation (e-mail taken, password shorter than 8 characters or not confirmed).",
+        method: "POST",
+        path: "/api/v1/auth/app/register",
+        tags,
+        protect: false,
+      },
+    })
     .input(
       z
         .object({
@@ -41,7 +51,17 @@ export const authRouter = router({
     }),
 
   login: publicProcedure
-    .meta({ openapi: { method: "POST", path: "/api/v1/auth/app/login", tags, protect: false } })
+    .meta({
+      openapi: {
+        summary: "Sign in with e-mail and password",
+        description:
+          "Answers the token response; `device_name` labels the token. No token needed. 422 (`errors.email`) for a wrong e-mail or password, 403 for an inactive account, 429 after 5 attempts a minute per e-mail and IP.",
+        method: "POST",
+        path: "/api/v1/auth/app/login",
+        tags,
+        protect: false,
+      },
+    })
     .input(z.object({ email: z.string().min(1), password: z.string().min(1), device_name: deviceNameInput.optional() }))
     .output(tokenResponse)
     .mutation(async ({ ctx, input }) => {
@@ -51,7 +71,16 @@ export const authRouter = router({
     }),
 
   logout: authedProcedure
-    .meta({ ability: null, openapi: { method: "POST", path: "/api/v1/auth/app/logout", tags: ["Account"] } })
+    .meta({
+      ability: null,
+      openapi: {
+        summary: "Sign out (revoke the current token)",
+        description: "Revokes the token used for this call. Any valid token may log itself out.",
+        method: "POST",
+        path: "/api/v1/auth/app/logout",
+        tags: ["Account"],
+      },
+    })
     .input(z.void())
     .output(messageResponse)
     .mutation(async ({ ctx }) => {
@@ -60,7 +89,16 @@ export const authRouter = router({
     }),
 
   changePassword: authedProcedure
-    .meta({ openapi: { method: "POST", path: "/api/v1/auth/app/change-password", tags: ["Account"] } })
+    .meta({
+      openapi: {
+        summary: "Change the password",
+        description:
+          "Needs the current password (422 `errors.current_password` when wrong; 5 tries a minute, then 429). Signs out every other device and web session; personal access tokens and the token used stay.",
+        method: "POST",
+        path: "/api/v1/auth/app/change-password",
+        tags: ["Account"],
+      },
+    })
     .input(
       z
         .object({ current_password: z.string().min(1), password: passwordInput, password_confirmation: z.string() })
@@ -75,6 +113,7 @@ export const authRouter = router({
   webLogin: publicProcedure
     .meta({
       openapi: {
+        summary: "Sign in with a cookie session",
         method: "POST",
         path: "/api/v1/auth/web/login",
         tags: ["Web session"],
@@ -93,7 +132,16 @@ export const authRouter = router({
     }),
 
   webLogout: authedProcedure
-    .meta({ ability: null, openapi: { method: "POST", path: "/api/v1/auth/web/logout", tags: ["Web session"] } })
+    .meta({
+      ability: null,
+      openapi: {
+        summary: "Sign out of the cookie session",
+        description: "Revokes the web session and clears the cookie. Any valid session or token may call it.",
+        method: "POST",
+        path: "/api/v1/auth/web/logout",
+        tags: ["Web session"],
+      },
+    })
     .input(z.void())
     .output(messageResponse)
     .mutation(async ({ ctx }) => {

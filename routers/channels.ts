@@ -23,6 +23,7 @@ export const channelsRouter = router({
   list: authedProcedure
     .meta({
       openapi: {
+        summary: "List channels",
         method: "GET",
         path: "/api/v1/workspaces/{workspace_id}/channels",
         tags,
@@ -34,7 +35,16 @@ export const channelsRouter = router({
     .query(async ({ ctx, input }) => listResponse(await listChannels(ctx.deps, ctx.auth.user.id, input.workspace_id))),
 
   create: authedProcedure
-    .meta({ successStatus: 201, openapi: { method: "POST", path: "/api/v1/workspaces/{workspace_id}/channels", tags } })
+    .meta({
+      successStatus: 201,
+      openapi: {
+        summary: "Create a channel",
+        description: "Owners and admins (403 for members). A taken slug is 422 (`errors.slug`).",
+        method: "POST",
+        path: "/api/v1/workspaces/{workspace_id}/channels",
+        tags,
+      },
+    })
     .input(
       inWorkspace.extend({
         name: nameInput(120),
@@ -51,6 +61,7 @@ export const channelsRouter = router({
   update: authedProcedure
     .meta({
       openapi: {
+        summary: "Update a channel",
         method: "PUT",
         path: "/api/v1/workspaces/{workspace_id}/channels/{id}",
         tags,
@@ -73,7 +84,14 @@ export const channelsRouter = router({
   delete: authedProcedure
     .meta({
       successStatus: 204,
-      openapi: { method: "DELETE", path: "/api/v1/workspaces/{workspace_id}/channels/{id}", tags },
+      openapi: {
+        summary: "Delete a channel",
+        description:
+          "Owners and admins (403 for members); #general cannot be deleted (422). A private channel the caller is not in is 404.",
+        method: "DELETE",
+        path: "/api/v1/workspaces/{workspace_id}/channels/{id}",
+        tags,
+      },
     })
     .input(channelPath)
     .output(z.void())
@@ -82,7 +100,16 @@ export const channelsRouter = router({
     }),
 
   join: authedProcedure
-    .meta({ openapi: { method: "POST", path: "/api/v1/workspaces/{workspace_id}/channels/{id}/join", tags } })
+    .meta({
+      openapi: {
+        summary: "Join a channel",
+        description:
+          "Workspace members join public channels (with the channel's password when it has one: 422 `errors.password`, 5 tries a minute then 429). A private channel is 404 for non-members.",
+        method: "POST",
+        path: "/api/v1/workspaces/{workspace_id}/channels/{id}/join",
+        tags,
+      },
+    })
     .input(channelPath.extend({ password: z.string().optional() }))
     .output(dataOf(channelRecord))
     .mutation(async ({ ctx, input }) => ({
@@ -90,7 +117,15 @@ export const channelsRouter = router({
     })),
 
   members: authedProcedure
-    .meta({ openapi: { method: "GET", path: "/api/v1/workspaces/{workspace_id}/channels/{id}/members", tags } })
+    .meta({
+      openapi: {
+        summary: "List a channel's members",
+        description: "For workspace members who can see the channel.",
+        method: "GET",
+        path: "/api/v1/workspaces/{workspace_id}/channels/{id}/members",
+        tags,
+      },
+    })
     .input(channelPath)
     .output(listOf(channelMemberRecord))
     .query(async ({ ctx, input }) =>
@@ -101,6 +136,7 @@ export const channelsRouter = router({
     .meta({
       successStatus: 201,
       openapi: {
+        summary: "Add a member to a channel",
         method: "POST",
         path: "/api/v1/workspaces/{workspace_id}/channels/{id}/members",
         tags,
@@ -116,7 +152,13 @@ export const channelsRouter = router({
   removeMember: authedProcedure
     .meta({
       successStatus: 204,
-      openapi: { method: "DELETE", path: "/api/v1/workspaces/{workspace_id}/channels/{id}/members/{user_id}", tags },
+      openapi: {
+        summary: "Remove a member from a channel",
+        description: "Owners and admins remove anyone; a member may remove themselves (leave).",
+        method: "DELETE",
+        path: "/api/v1/workspaces/{workspace_id}/channels/{id}/members/{user_id}",
+        tags,
+      },
     })
     // A user id that cannot exist is answered as an unknown one: 404.
     .input(channelPath.extend({ user_id: integerPathIdInput }))

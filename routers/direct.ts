@@ -23,6 +23,7 @@ export const directRouter = router({
   list: authedProcedure
     .meta({
       openapi: {
+        summary: "List direct conversations",
         method: "GET",
         path: "/api/v1/direct-conversations",
         tags,
@@ -37,6 +38,7 @@ export const directRouter = router({
     .meta({
       successStatus: 201,
       openapi: {
+        summary: "Open a direct conversation",
         method: "POST",
         path: "/api/v1/direct-conversations",
         tags,
@@ -52,13 +54,32 @@ export const directRouter = router({
     }),
 
   resolve: authedProcedure
-    .meta({ ability: "read", openapi: { method: "POST", path: "/api/v1/direct-recipients/resolve", tags } })
+    .meta({
+      ability: "read",
+      openapi: {
+        summary: "Find a direct-message recipient by e-mail",
+        description:
+          "Answers the user with that e-mail, for opening a conversation; 404 when there is none. A lookup sent as POST: needs the `read` ability.",
+        method: "POST",
+        path: "/api/v1/direct-recipients/resolve",
+        tags,
+      },
+    })
     .input(z.object({ email: emailInput }))
     .output(dataOf(participantRecord))
     .mutation(async ({ ctx, input }) => ({ data: await resolveRecipient(ctx.deps, input.email) })),
 
   messages: authedProcedure
-    .meta({ openapi: { method: "GET", path: "/api/v1/direct-conversations/{conversation_id}/messages", tags } })
+    .meta({
+      openapi: {
+        summary: "List a direct conversation's messages",
+        description:
+          "For its two participants (404 otherwise). Newest first; `limit` 1..100 (default 50), `before` a message id.",
+        method: "GET",
+        path: "/api/v1/direct-conversations/{conversation_id}/messages",
+        tags,
+      },
+    })
     .input(conversationPath.extend(pageInput))
     .output(messagePageOutput)
     .query(({ ctx, input }) => listDirectMessages(ctx.deps, ctx.auth.user.id, input.conversation_id, input)),
@@ -66,7 +87,14 @@ export const directRouter = router({
   post: authedProcedure
     .meta({
       successStatus: 201,
-      openapi: { method: "POST", path: "/api/v1/direct-conversations/{conversation_id}/messages", tags },
+      openapi: {
+        summary: "Post a direct message",
+        description:
+          "For the conversation's two participants (404 otherwise). `content` is required unless `attachment_ids` is given.",
+        method: "POST",
+        path: "/api/v1/direct-conversations/{conversation_id}/messages",
+        tags,
+      },
     })
     .input(conversationPath.extend(messageBody).superRefine(contentOrAttachments))
     .output(dataOf(messageRecord))

@@ -10,6 +10,7 @@ export const emailVerificationRouter = router({
   verify: publicProcedure
     .meta({
       openapi: {
+        summary: "Verify the e-mail address",
         method: "GET",
         path: "/api/v1/auth/email/verify/{id}/{hash}",
         tags,
@@ -41,7 +42,16 @@ export const emailVerificationRouter = router({
     }),
 
   resend: authedProcedure
-    .meta({ openapi: { method: "POST", path: "/api/v1/auth/email/verification-notification", tags } })
+    .meta({
+      openapi: {
+        summary: "Resend the verification e-mail",
+        description:
+          "Sends a new signed link (valid 60 minutes) to the caller's address; answers 200 and sends nothing when it is already verified.",
+        method: "POST",
+        path: "/api/v1/auth/email/verification-notification",
+        tags,
+      },
+    })
     .input(z.void())
     .output(messageResponse)
     .mutation(async ({ ctx }) => {

@@ -17,6 +17,7 @@ export const invitesRouter = router({
   preview: publicProcedure
     .meta({
       openapi: {
+        summary: "Preview an invite",
         method: "GET",
         path: "/api/v1/invites/{token}",
         tags,
@@ -32,6 +33,7 @@ export const invitesRouter = router({
   accept: authedProcedure
     .meta({
       openapi: {
+        summary: "Accept an invite",
         method: "POST",
         path: "/api/v1/invites/{token}/accept",
         tags,
@@ -43,7 +45,15 @@ export const invitesRouter = router({
     .mutation(async ({ ctx, input }) => ({ data: await acceptInvite(ctx.deps, ctx.auth.user.id, input.token) })),
 
   list: authedProcedure
-    .meta({ openapi: { method: "GET", path: "/api/v1/workspaces/{workspace_id}/invites", tags } })
+    .meta({
+      openapi: {
+        summary: "List a workspace's invites",
+        description: "Owners and admins; a member gets 404 (invites are not visible to members).",
+        method: "GET",
+        path: "/api/v1/workspaces/{workspace_id}/invites",
+        tags,
+      },
+    })
     .input(inWorkspace)
     .output(listOf(inviteRecord))
     .query(async ({ ctx, input }) => listResponse(await listInvites(ctx.deps, ctx.auth.user.id, input.workspace_id))),
@@ -52,6 +62,7 @@ export const invitesRouter = router({
     .meta({
       successStatus: 201,
       openapi: {
+        summary: "Create an invite",
         method: "POST",
         path: "/api/v1/workspaces/{workspace_id}/invites",
         tags,
@@ -67,7 +78,13 @@ export const invitesRouter = router({
   delete: authedProcedure
     .meta({
       successStatus: 204,
-      openapi: { method: "DELETE", path: "/api/v1/workspaces/{workspace_id}/invites/{id}", tags },
+      openapi: {
+        summary: "Delete an invite",
+        description: "Owners and admins; the link stops working at once. A member gets 404.",
+        method: "DELETE",
+        path: "/api/v1/workspaces/{workspace_id}/invites/{id}",
+        tags,
+      },
     })
     .input(inWorkspace.extend({ id: z.string() }))
     .output(z.void())

@@ -10,6 +10,7 @@ export const meRouter = router({
   get: authedProcedure
     .meta({
       openapi: {
+        summary: "Get the current user",
         method: "GET",
         path: "/api/v1/me",
         tags,
@@ -21,7 +22,16 @@ export const meRouter = router({
     .query(({ ctx }) => toUserRecord(ctx.auth.user)),
 
   update: authedProcedure
-    .meta({ openapi: { method: "PATCH", path: "/api/v1/me", tags } })
+    .meta({
+      openapi: {
+        summary: "Update the current user",
+        description:
+          "Changes name (max 255), preferred_language or avatar_url (http(s), max 2048, or null); answers the user object.",
+        method: "PATCH",
+        path: "/api/v1/me",
+        tags,
+      },
+    })
     .input(
       z.object({
         name: nameInput(255).optional(),

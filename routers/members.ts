@@ -11,7 +11,15 @@ const memberPath = z.object({ workspace_id: z.string(), id: z.string() });
 
 export const membersRouter = router({
   list: authedProcedure
-    .meta({ openapi: { method: "GET", path: "/api/v1/workspaces/{workspace_id}/members", tags } })
+    .meta({
+      openapi: {
+        summary: "List a workspace's members",
+        description: "For the workspace's members; 404 for anyone else.",
+        method: "GET",
+        path: "/api/v1/workspaces/{workspace_id}/members",
+        tags,
+      },
+    })
     .input(z.object({ workspace_id: z.string() }))
     .output(listOf(memberRecord))
     .query(async ({ ctx, input }) => listResponse(await listMembers(ctx.deps, ctx.auth.user.id, input.workspace_id))),
@@ -19,6 +27,7 @@ export const membersRouter = router({
   update: authedProcedure
     .meta({
       openapi: {
+        summary: "Update a member",
         method: "PUT",
         path: "/api/v1/workspaces/{workspace_id}/members/{id}",
         tags,
@@ -39,6 +48,7 @@ export const membersRouter = router({
     .meta({
       successStatus: 204,
       openapi: {
+        summary: "Remove a member",
         method: "DELETE",
         path: "/api/v1/workspaces/{workspace_id}/members/{id}",
         tags,

@@ -48,6 +48,7 @@ export const messagesRouter = router({
   list: authedProcedure
     .meta({
       openapi: {
+        summary: "List a channel's messages",
         method: "GET",
         path: "/api/v1/workspaces/{workspace_id}/channels/{channel_id}/messages",
         tags,
@@ -69,7 +70,14 @@ export const messagesRouter = router({
   post: authedProcedure
     .meta({
       successStatus: 201,
-      openapi: { method: "POST", path: "/api/v1/workspaces/{workspace_id}/channels/{channel_id}/messages", tags },
+      openapi: {
+        summary: "Post a message to a channel",
+        description:
+          "For members of the channel (a public channel: any workspace member). `content` is required unless `attachment_ids` (the caller's staged uploads) is given; `parent_message_id` replies in a thread. The message is delivered live and translated for each reader unless skip_translation is set.",
+        method: "POST",
+        path: "/api/v1/workspaces/{workspace_id}/channels/{channel_id}/messages",
+        tags,
+      },
     })
     .input(
       channelPath

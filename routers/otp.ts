@@ -12,6 +12,7 @@ export const otpRouter = router({
   request: publicProcedure
     .meta({
       openapi: {
+        summary: "Request a sign-in code by e-mail",
         method: "POST",
         path: "/api/v1/auth/app/otp",
         tags,
@@ -30,6 +31,7 @@ export const otpRouter = router({
   verify: publicProcedure
     .meta({
       openapi: {
+        summary: "Sign in with an e-mailed code",
         method: "POST",
         path: "/api/v1/auth/app/otp/verify",
         tags,

@@ -33,7 +33,15 @@ const eventsInput = z
 
 export const outboundWebhooksRouter = router({
   list: authedProcedure
-    .meta({ openapi: { method: "GET", path: base, tags } })
+    .meta({
+      openapi: {
+        summary: "List outbound webhooks",
+        description: "Owners and admins of the workspace.",
+        method: "GET",
+        path: base,
+        tags,
+      },
+    })
     .input(inWorkspace)
     .output(listOf(outboundWebhookRecord))
     .query(async ({ ctx, input }) =>
@@ -44,6 +52,7 @@ export const outboundWebhooksRouter = router({
     .meta({
       successStatus: 201,
       openapi: {
+        summary: "Create an outbound webhook",
         method: "POST",
         path: base,
         tags,
@@ -60,6 +69,7 @@ export const outboundWebhooksRouter = router({
   update: authedProcedure
     .meta({
       openapi: {
+        summary: "Update an outbound webhook",
         method: "PUT",
         path: `${base}/{id}`,
         tags,
@@ -81,7 +91,16 @@ export const outboundWebhooksRouter = router({
     })),
 
   delete: authedProcedure
-    .meta({ successStatus: 204, openapi: { method: "DELETE", path: `${base}/{id}`, tags } })
+    .meta({
+      successStatus: 204,
+      openapi: {
+        summary: "Delete an outbound webhook",
+        description: "Owners and admins; its deliveries and their log go with it.",
+        method: "DELETE",
+        path: `${base}/{id}`,
+        tags,
+      },
+    })
     .input(webhookPath)
     .output(z.void())
     .mutation(async ({ ctx, input }) => {
@@ -91,6 +110,7 @@ export const outboundWebhooksRouter = router({
   deliveries: authedProcedure
     .meta({
       openapi: {
+        summary: "List an outbound webhook's deliveries",
         method: "GET",
         path: `${base}/{id}/deliveries`,
         tags,
@@ -115,6 +135,7 @@ export const outboundWebhooksRouter = router({
   test: authedProcedure
     .meta({
       openapi: {
+        summary: "Send a test delivery",
         method: "POST",
         path: "/api/v1/workspaces/{workspace_id}/outbound-webhooks/{webhook_id}/test",
         tags,

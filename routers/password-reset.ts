@@ -9,7 +9,17 @@ const tags = ["Account sign-in"];
 
 export const passwordResetRouter = router({
   request: publicProcedure
-    .meta({ openapi: { method: "POST", path: "/api/v1/auth/app/forgot-password", tags, protect: false } })
+    .meta({
+      openapi: {
+        summary: "Request a password reset e-mail",
+        description:
+          "Mails a reset token (single use, 60 minutes). No token needed. 422 (`errors.email`) when no account has the e-mail; 3 mails a minute per e-mail, then 429.",
+        method: "POST",
+        path: "/api/v1/auth/app/forgot-password",
+        tags,
+        protect: false,
+      },
+    })
     .input(z.object({ email: emailInput }))
     .output(messageResponse)
     .mutation(async ({ ctx, input }) => {
@@ -20,6 +30,7 @@ export const passwordResetRouter = router({
   reset: publicProcedure
     .meta({
       openapi: {
+        summary: "Reset the password with an e-mailed token",
         method: "POST",
         path: "/api/v1/auth/app/reset-password",
         tags,

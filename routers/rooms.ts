@@ -22,6 +22,7 @@ export const roomsRouter = router({
     .meta({
       successStatus: 201,
       openapi: {
+        summary: "Create a temporary room",
         method: "POST",
         path: "/api/v1/external/rooms",
         tags,
@@ -35,6 +36,7 @@ export const roomsRouter = router({
   get: authedProcedure
     .meta({
       openapi: {
+        summary: "Get a temporary room",
         method: "GET",
         path: "/api/v1/external/rooms/{room_id}",
         tags,
@@ -46,7 +48,16 @@ export const roomsRouter = router({
     .query(async ({ ctx, input }) => ({ data: await getRoom(ctx.deps, ctx.auth.user.id, input.room_id) })),
 
   join: authedProcedure
-    .meta({ openapi: { method: "POST", path: "/api/v1/external/rooms/{room_id}/join", tags } })
+    .meta({
+      openapi: {
+        summary: "Join a temporary room",
+        description:
+          "Any signed-in user with the room_id, while the room lives (404 once it has expired). Joining twice changes nothing.",
+        method: "POST",
+        path: "/api/v1/external/rooms/{room_id}/join",
+        tags,
+      },
+    })
     .input(roomPath)
     .output(dataOf(roomRecord))
     .mutation(async ({ ctx, input }) => ({ data: await joinRoom(ctx.deps, ctx.auth.user.id, input.room_id) })),
@@ -54,6 +65,7 @@ export const roomsRouter = router({
   messages: authedProcedure
     .meta({
       openapi: {
+        summary: "List a temporary room's messages",
         method: "GET",
         path: "/api/v1/external/rooms/{room_id}/messages",
         tags,
@@ -70,6 +82,7 @@ export const roomsRouter = router({
     .meta({
       successStatus: 201,
       openapi: {
+        summary: "Post a message to a temporary room",
         method: "POST",
         path: "/api/v1/external/rooms/{room_id}/messages",
         tags,
@@ -101,6 +114,7 @@ export const roomsRouter = router({
     .meta({
       ability: "temporary-rooms:extend",
       openapi: {
+        summary: "Extend a temporary room",
         method: "POST",
         path: "/api/v1/external/rooms/{room_id}/extend",
         tags,

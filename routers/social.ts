@@ -34,6 +34,7 @@ export const socialRouter = router({
   redirect: publicProcedure
     .meta({
       openapi: {
+        summary: "Start a social sign-in",
         method: "POST",
         path: "/api/v1/auth/app/social/{provider}/redirect",
         tags,
@@ -48,7 +49,17 @@ export const socialRouter = router({
     })),
 
   callback: publicProcedure
-    .meta({ openapi: { method: "POST", path: "/api/v1/auth/app/social/{provider}/callback", tags, protect: false } })
+    .meta({
+      openapi: {
+        summary: "Finish a social sign-in",
+        description:
+          "Exchanges the provider's `code` (and the `state` from redirect) and answers the token response: the linked user, else the user with the provider-verified e-mail, else a new account. No token needed. 422 on a bad code, state or provider, 403 for an inactive account, 503 when the provider cannot be reached.",
+        method: "POST",
+        path: "/api/v1/auth/app/social/{provider}/callback",
+        tags,
+        protect: false,
+      },
+    })
     .input(callbackInput)
     .output(tokenResponse)
     .mutation(async ({ ctx, input }) => {
@@ -62,7 +73,15 @@ export const socialRouter = router({
     }),
 
   accounts: authedProcedure
-    .meta({ openapi: { method: "GET", path: "/api/v1/auth/app/social/accounts", tags } })
+    .meta({
+      openapi: {
+        summary: "List linked social accounts",
+        description: "The caller's linked provider accounts.",
+        method: "GET",
+        path: "/api/v1/auth/app/social/accounts",
+        tags,
+      },
+    })
     .input(z.void())
     .output(z.object({ accounts: z.array(socialAccountRecord) }))
     .query(async ({ ctx }) => ({
@@ -70,7 +89,16 @@ export const socialRouter = router({
     })),
 
   link: authedProcedure
-    .meta({ openapi: { method: "POST", path: "/api/v1/auth/app/social/{provider}/link", tags } })
+    .meta({
+      openapi: {
+        summary: "Start linking a social account",
+        description:
+          "An authorization URL bound to the caller; the provider sends the app its code and state for link/callback.",
+        method: "POST",
+        path: "/api/v1/auth/app/social/{provider}/link",
+        tags,
+      },
+    })
     .input(providerInput)
     .output(redirectResponse)
     .mutation(async ({ ctx, input }) => ({
@@ -78,7 +106,16 @@ export const socialRouter = router({
     })),
 
   linkCallback: authedProcedure
-    .meta({ openapi: { method: "POST", path: "/api/v1/auth/app/social/{provider}/link/callback", tags } })
+    .meta({
+      openapi: {
+        summary: "Finish linking a social account",
+        description:
+          "Links the provider account to the caller. 422 when it is already linked to the caller or to another user, or when the caller already has an account of that provider.",
+        method: "POST",
+        path: "/api/v1/auth/app/social/{provider}/link/callback",
+        tags,
+      },
+    })
     .input(callbackInput)
     .output(z.object({ account: linkedAccountRecord, message: z.string() }))
     .mutation(async ({ ctx, input }) => {
@@ -90,7 +127,16 @@ export const socialRouter = router({
     }),
 
   unlink: authedProcedure
-    .meta({ openapi: { method: "DELETE", path: "/api/v1/auth/app/social/{provider}/unlink", tags } })
+    .meta({
+      openapi: {
+        summary: "Unlink a social account",
+        description:
+          "404 when the account is not linked; 422 when it is the caller's last way to sign in (set a password first).",
+        method: "DELETE",
+        path: "/api/v1/auth/app/social/{provider}/unlink",
+        tags,
+      },
+    })
     .input(providerInput)
     .output(messageResponse)
     .mutation(async ({ ctx, input }) => {
@@ -101,6 +147,7 @@ export const socialRouter = router({
   webRedirect: publicProcedure
     .meta({
       openapi: {
+        summary: "Start a social sign-in (web)",
         method: "POST",
         path: "/api/v1/auth/web/social/{provider}/redirect",
         tags,
@@ -118,6 +165,7 @@ export const socialRouter = router({
   webCallback: publicProcedure
     .meta({
       openapi: {
+        summary: "Finish a social sign-in (web)",
         method: "GET",
         path: "/api/v1/auth/web/social/{provider}/callback",
         tags,

@@ -15,6 +15,7 @@ export const tokensRouter = router({
   list: authedProcedure
     .meta({
       openapi: {
+        summary: "List the caller's tokens",
         method: "GET",
         path: "/api/v1/tokens",
         tags,
@@ -29,7 +30,18 @@ export const tokensRouter = router({
     }),
 
   create: authedProcedure
-    .meta({ ability: "*", successStatus: 201, openapi: { method: "POST", path: "/api/v1/tokens", tags } })
+    .meta({
+      ability: "*",
+      successStatus: 201,
+      openapi: {
+        summary: "Create a personal access token",
+        description:
+          "The plain token is in the answer only, once. Needs a token with the `*` ability (a sign-in token or web session), so no token can mint a stronger one.",
+        method: "POST",
+        path: "/api/v1/tokens",
+        tags,
+      },
+    })
     .input(z.object({ name: nameInput(255), abilities: z.array(z.enum(ABILITIES)).min(1).max(50) }))
     .output(z.object({ data: accessTokenRecord, access_token: z.string(), token_type: z.literal("Bearer") }))
     .mutation(async ({ ctx, input }) => {
@@ -44,7 +56,16 @@ export const tokensRouter = router({
     }),
 
   delete: authedProcedure
-    .meta({ successStatus: 204, openapi: { method: "DELETE", path: "/api/v1/tokens/{id}", tags } })
+    .meta({
+      successStatus: 204,
+      openapi: {
+        summary: "Revoke a token",
+        description: "Any of the caller's own tokens (sign-out of a lost device); another user's token is 404.",
+        method: "DELETE",
+        path: "/api/v1/tokens/{id}",
+        tags,
+      },
+    })
     .input(z.object({ id: z.string() }))
     .output(z.void())
     .mutation(async ({ ctx, input }) => {

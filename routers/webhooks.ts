@@ -27,7 +27,15 @@ const webhookFields = {
 
 export const webhooksRouter = router({
   list: authedProcedure
-    .meta({ openapi: { method: "GET", path: "/api/v1/workspaces/{workspace_id}/webhooks", tags } })
+    .meta({
+      openapi: {
+        summary: "List inbound webhooks",
+        description: "Owners and admins of the workspace.",
+        method: "GET",
+        path: "/api/v1/workspaces/{workspace_id}/webhooks",
+        tags,
+      },
+    })
     .input(inWorkspace)
     .output(listOf(webhookRecord))
     .query(async ({ ctx, input }) => listResponse(await listWebhooks(ctx.deps, ctx.auth.user.id, input.workspace_id))),
@@ -36,6 +44,7 @@ export const webhooksRouter = router({
     .meta({
       successStatus: 201,
       openapi: {
+        summary: "Create an inbound webhook",
         method: "POST",
         path: "/api/v1/workspaces/{workspace_id}/webhooks",
         tags,
@@ -51,6 +60,7 @@ export const webhooksRouter = router({
   update: authedProcedure
     .meta({
       openapi: {
+        summary: "Update an inbound webhook",
         method: "PUT",
         path: "/api/v1/workspaces/{workspace_id}/webhooks/{id}",
         tags,
@@ -75,7 +85,13 @@ export const webhooksRouter = router({
   delete: authedProcedure
     .meta({
       successStatus: 204,
-      openapi: { method: "DELETE", path: "/api/v1/workspaces/{workspace_id}/webhooks/{id}", tags },
+      openapi: {
+        summary: "Delete an inbound webhook",
+        description: "Owners and admins; its posting URL answers 404 from then on.",
+        method: "DELETE",
+        path: "/api/v1/workspaces/{workspace_id}/webhooks/{id}",
+        tags,
+      },
     })
     .input(webhookPath)
     .output(z.void())
@@ -86,6 +102,7 @@ export const webhooksRouter = router({
   requests: authedProcedure
     .meta({
       openapi: {
+        summary: "List an inbound webhook's request log",
         method: "GET",
         path: "/api/v1/workspaces/{workspace_id}/webhooks/{id}/requests",
         tags,

@@ -15,7 +15,15 @@ const tags = ["Workspaces"];
 
 export const workspacesRouter = router({
   list: authedProcedure
-    .meta({ openapi: { method: "GET", path: "/api/v1/workspaces", tags, description: "The caller's workspaces." } })
+    .meta({
+      openapi: {
+        summary: "List the caller's workspaces",
+        method: "GET",
+        path: "/api/v1/workspaces",
+        tags,
+        description: "The caller's workspaces.",
+      },
+    })
     .input(z.void())
     .output(listOf(workspaceRecord))
     .query(async ({ ctx }) => listResponse(await listWorkspaces(ctx.deps, ctx.auth.user.id))),
@@ -24,6 +32,7 @@ export const workspacesRouter = router({
     .meta({
       successStatus: 201,
       openapi: {
+        summary: "Create a workspace",
         method: "POST",
         path: "/api/v1/workspaces",
         tags,
@@ -42,7 +51,15 @@ export const workspacesRouter = router({
     .mutation(async ({ ctx, input }) => ({ data: await createWorkspace(ctx.deps, ctx.auth.user.id, input) })),
 
   get: authedProcedure
-    .meta({ openapi: { method: "GET", path: "/api/v1/workspaces/{id}", tags } })
+    .meta({
+      openapi: {
+        summary: "Get a workspace",
+        description: "For its members; 404 for anyone else.",
+        method: "GET",
+        path: "/api/v1/workspaces/{id}",
+        tags,
+      },
+    })
     .input(z.object({ id: z.string() }))
     .output(dataOf(workspaceRecord))
     .query(async ({ ctx, input }) => ({ data: await getWorkspace(ctx.deps, ctx.auth.user.id, input.id) })),
@@ -50,6 +67,7 @@ export const workspacesRouter = router({
   join: authedProcedure
     .meta({
       openapi: {
+        summary: "Join a public workspace",
         method: "POST",
         path: "/api/v1/workspaces/{id}/join",
         tags,

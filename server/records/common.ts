@@ -1,7 +1,7 @@
 // Response envelopes of the contract: a single record is {data}, a list is {data, meta}.
 import { z } from "zod";
 
-export const messageResponse = z.object({ message: z.string() });
+export const messageResponse = z.object({ message: z.string() }).meta({ id: "StatusMessage" });
 
 export const timestamp = z.string().describe("ISO 8601 timestamp with UTC offset");
 

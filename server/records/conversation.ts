@@ -4,20 +4,24 @@ import { isoTimestamp } from "../clock.ts";
 import { timestamp } from "./common.ts";
 import { messageRecord, type MessageRecord } from "./message.ts";
 
-export const participantRecord = z.object({
-  id: z.number().int(),
-  name: z.string(),
-  email: z.string(),
-  avatar_url: z.string().nullable(),
-});
+export const participantRecord = z
+  .object({
+    id: z.number().int(),
+    name: z.string(),
+    email: z.string(),
+    avatar_url: z.string().nullable(),
+  })
+  .meta({ id: "Participant" });
 
-export const conversationRecord = z.object({
-  id: z.string(),
-  participant: participantRecord.describe("the other user"),
-  last_message: messageRecord.nullable(),
-  created_at: timestamp,
-  updated_at: timestamp,
-});
+export const conversationRecord = z
+  .object({
+    id: z.string(),
+    participant: participantRecord.describe("the other user"),
+    last_message: messageRecord.nullable(),
+    created_at: timestamp,
+    updated_at: timestamp,
+  })
+  .meta({ id: "DirectConversation" });
 
 export function toParticipantRecord(user: User): z.infer<typeof participantRecord> {
   return { id: user.id, name: user.name, email: user.email, avatar_url: user.avatarUrl };

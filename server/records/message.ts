@@ -3,14 +3,16 @@ import { LANGUAGES, MESSAGE_TYPES, type Attachment, type Message, type User } fr
 import { isoTimestamp } from "../clock.ts";
 import { timestamp } from "./common.ts";
 
-export const attachmentRecord = z.object({
-  id: z.string(),
-  filename: z.string(),
-  mime_type: z.string(),
-  size: z.number().int(),
-  download_url: z.string(),
-  created_at: timestamp,
-});
+export const attachmentRecord = z
+  .object({
+    id: z.string(),
+    filename: z.string(),
+    mime_type: z.string(),
+    size: z.number().int(),
+    download_url: z.string(),
+    created_at: timestamp,
+  })
+  .meta({ id: "Attachment" });
 
 /** Direct-message attachments download from their own path (API document). */
 export function toAttachmentRecord(
@@ -29,35 +31,39 @@ export function toAttachmentRecord(
   };
 }
 
-export const authorRecord = z.discriminatedUnion("type", [
-  z.object({ type: z.literal("user"), id: z.number().int(), name: z.string(), avatar_url: z.string().nullable() }),
-  z.object({ type: z.literal("bot"), webhook_id: z.string(), name: z.string(), avatar_url: z.string().nullable() }),
-]);
+export const authorRecord = z
+  .discriminatedUnion("type", [
+    z.object({ type: z.literal("user"), id: z.number().int(), name: z.string(), avatar_url: z.string().nullable() }),
+    z.object({ type: z.literal("bot"), webhook_id: z.string(), name: z.string(), avatar_url: z.string().nullable() }),
+  ])
+  .meta({ id: "MessageAuthor" });
 
-export const messageRecord = z.object({
-  id: z.string(),
-  workspace_id: z.string().nullable(),
-  channel_id: z.string().nullable(),
-  conversation_id: z.string().nullable(),
-  room_id: z.string().nullable(),
-  author: authorRecord.nullable().describe("null when the author's account was deleted"),
-  content: z.string(),
-  type: z.enum(MESSAGE_TYPES),
-  parent_message_id: z.string().nullable(),
-  reply_count: z.number().int(),
-  attachments: z.array(attachmentRecord),
-  skip_translation: z.boolean(),
-  translation: z
-    .object({
-      language: z.enum(LANGUAGES).describe("the reader's language"),
-      content: z.string().nullable().describe("the translated text when status is done"),
-      status: z.enum(["pending", "done", "skipped", "failed", "not_needed"]),
-    })
-    .nullable()
-    .describe("the message in the reader's language (docs/translation.md); null when the server does not translate"),
-  created_at: timestamp,
-  updated_at: timestamp,
-});
+export const messageRecord = z
+  .object({
+    id: z.string(),
+    workspace_id: z.string().nullable(),
+    channel_id: z.string().nullable(),
+    conversation_id: z.string().nullable(),
+    room_id: z.string().nullable(),
+    author: authorRecord.nullable().describe("null when the author's account was deleted"),
+    content: z.string(),
+    type: z.enum(MESSAGE_TYPES),
+    parent_message_id: z.string().nullable(),
+    reply_count: z.number().int(),
+    attachments: z.array(attachmentRecord),
+    skip_translation: z.boolean(),
+    translation: z
+      .object({
+        language: z.enum(LANGUAGES).describe("the reader's language"),
+        content: z.string().nullable().describe("the translated text when status is done"),
+        status: z.enum(["pending", "done", "skipped", "failed", "not_needed"]),
+      })
+      .nullable()
+      .describe("the message in the reader's language (docs/translation.md); null when the server does not translate"),
+    created_at: timestamp,
+    updated_at: timestamp,
+  })
+  .meta({ id: "Message" });
 export type MessageRecord = z.infer<typeof messageRecord>;
 
 export function toMessageRecord(

@@ -10,20 +10,22 @@ import { isoTimestamp } from "../clock.ts";
 import { OUTBOUND_EVENTS, type OutboundEvent } from "../services/outbound/events.ts";
 import { timestamp } from "./common.ts";
 
-export const outboundWebhookRecord = z.object({
-  id: z.string(),
-  workspace_id: z.string(),
-  url: z.string(),
-  events: z.array(z.enum(OUTBOUND_EVENTS)),
-  is_active: z.boolean(),
-  secret: z.string().describe("the key of X-Service-Signature's HMAC-SHA256 (docs/outbound-webhooks.md)"),
-  disabled_reason: z
-    .string()
-    .nullable()
-    .describe("why the service switched the webhook off (a day of failed deliveries); null otherwise"),
-  created_at: timestamp,
-  updated_at: timestamp,
-});
+export const outboundWebhookRecord = z
+  .object({
+    id: z.string(),
+    workspace_id: z.string(),
+    url: z.string(),
+    events: z.array(z.enum(OUTBOUND_EVENTS)),
+    is_active: z.boolean(),
+    secret: z.string().describe("the key of X-Service-Signature's HMAC-SHA256 (docs/outbound-webhooks.md)"),
+    disabled_reason: z
+      .string()
+      .nullable()
+      .describe("why the service switched the webhook off (a day of failed deliveries); null otherwise"),
+    created_at: timestamp,
+    updated_at: timestamp,
+  })
+  .meta({ id: "OutboundWebhook" });
 export type OutboundWebhookRecord = z.infer<typeof outboundWebhookRecord>;
 
 /** Only owners and admins ever see a webhook, so its record always carries the secret. */
@@ -41,27 +43,31 @@ export function toOutboundWebhookRecord(webhook: OutboundWebhook, secret: string
   };
 }
 
-export const deliveryAttemptRecord = z.object({
-  attempt: z.number().int(),
-  status_code: z.number().int().nullable().describe("the receiver's HTTP status; null when none came"),
-  duration_ms: z.number().int(),
-  error: z.string().nullable().describe("timeout, connection error, refused target, …; null when a status came"),
-  response_body: z.string().nullable().describe("the first 1 KB of the receiver's answer"),
-  created_at: timestamp,
-});
+export const deliveryAttemptRecord = z
+  .object({
+    attempt: z.number().int(),
+    status_code: z.number().int().nullable().describe("the receiver's HTTP status; null when none came"),
+    duration_ms: z.number().int(),
+    error: z.string().nullable().describe("timeout, connection error, refused target, …; null when a status came"),
+    response_body: z.string().nullable().describe("the first 1 KB of the receiver's answer"),
+    created_at: timestamp,
+  })
+  .meta({ id: "DeliveryAttempt" });
 
-export const deliveryRecord = z.object({
-  id: z.string().describe("also the body's `id` and the X-Service-Delivery header: receivers dedupe by it"),
-  webhook_id: z.string(),
-  event: z.enum(OUTBOUND_EVENTS),
-  status: z.enum(DELIVERY_STATUSES),
-  attempt_count: z.number().int(),
-  next_attempt_at: timestamp.nullable(),
-  payload: z.record(z.string(), z.unknown()).describe("the JSON body sent"),
-  attempts: z.array(deliveryAttemptRecord).describe("oldest first"),
-  created_at: timestamp,
-  completed_at: timestamp.nullable(),
-});
+export const deliveryRecord = z
+  .object({
+    id: z.string().describe("also the body's `id` and the X-Service-Delivery header: receivers dedupe by it"),
+    webhook_id: z.string(),
+    event: z.enum(OUTBOUND_EVENTS),
+    status: z.enum(DELIVERY_STATUSES),
+    attempt_count: z.number().int(),
+    next_attempt_at: timestamp.nullable(),
+    payload: z.record(z.string(), z.unknown()).describe("the JSON body sent"),
+    attempts: z.array(deliveryAttemptRecord).describe("oldest first"),
+    created_at: timestamp,
+    completed_at: timestamp.nullable(),
+  })
+  .meta({ id: "Delivery" });
 export type DeliveryRecord = z.infer<typeof deliveryRecord>;
 
 export function toDeliveryRecord(delivery: OutboundDelivery, attempts: OutboundDeliveryAttempt[]): DeliveryRecord {

@@ -5,16 +5,18 @@ import { PUSH_PLATFORMS, PUSH_PROVIDERS } from "../services/push/provider.ts";
 import { timestamp } from "./common.ts";
 
 /** The API document's push device; the push token is accepted on registration and never returned. */
-export const pushDeviceRecord = z.object({
-  id: z.string(),
-  platform: z.enum(PUSH_PLATFORMS),
-  provider: z.enum(PUSH_PROVIDERS),
-  device_name: z.string().nullable(),
-  device_id: z.string().nullable(),
-  app_version: z.string().nullable(),
-  last_used_at: timestamp,
-  created_at: timestamp,
-});
+export const pushDeviceRecord = z
+  .object({
+    id: z.string(),
+    platform: z.enum(PUSH_PLATFORMS),
+    provider: z.enum(PUSH_PROVIDERS),
+    device_name: z.string().nullable(),
+    device_id: z.string().nullable(),
+    app_version: z.string().nullable(),
+    last_used_at: timestamp,
+    created_at: timestamp,
+  })
+  .meta({ id: "PushDevice" });
 
 export function toPushDeviceRecord(device: PushDevice): z.infer<typeof pushDeviceRecord> {
   return {

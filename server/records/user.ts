@@ -3,18 +3,20 @@ import { LANGUAGES, type User } from "../../db/schema/index.ts";
 import { isoTimestamp } from "../clock.ts";
 import { timestamp } from "./common.ts";
 
-export const userRecord = z.object({
-  id: z.number().int(),
-  name: z.string(),
-  email: z.string(),
-  email_verified_at: timestamp.nullable(),
-  is_active: z.boolean(),
-  last_login_at: timestamp.nullable(),
-  created_at: timestamp,
-  updated_at: timestamp,
-  preferred_language: z.enum(LANGUAGES),
-  avatar_url: z.string().nullable(),
-});
+export const userRecord = z
+  .object({
+    id: z.number().int(),
+    name: z.string(),
+    email: z.string(),
+    email_verified_at: timestamp.nullable(),
+    is_active: z.boolean(),
+    last_login_at: timestamp.nullable(),
+    created_at: timestamp,
+    updated_at: timestamp,
+    preferred_language: z.enum(LANGUAGES),
+    avatar_url: z.string().nullable(),
+  })
+  .meta({ id: "User" });
 export type UserRecord = z.infer<typeof userRecord>;
 
 export function toUserRecord(user: User): UserRecord {
@@ -33,11 +35,13 @@ export function toUserRecord(user: User): UserRecord {
 }
 
 /** The document's token response (register, login, OTP verify, social callback). */
-export const tokenResponse = z.object({
-  access_token: z.string(),
-  token_type: z.literal("Bearer"),
-  user: z.object({ id: z.number().int(), name: z.string(), email: z.string() }),
-});
+export const tokenResponse = z
+  .object({
+    access_token: z.string(),
+    token_type: z.literal("Bearer"),
+    user: z.object({ id: z.number().int(), name: z.string(), email: z.string() }),
+  })
+  .meta({ id: "TokenResponse" });
 export type TokenResponse = z.infer<typeof tokenResponse>;
 
 export function toTokenResponse(user: User, plaintext: string): TokenResponse {

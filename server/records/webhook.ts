@@ -4,21 +4,23 @@ import { WEBHOOK_OUTCOMES, type InboundWebhook, type WebhookRequest } from "../.
 import { isoTimestamp } from "../clock.ts";
 import { timestamp } from "./common.ts";
 
-export const webhookRecord = z.object({
-  id: z.string(),
-  workspace_id: z.string(),
-  name: z.string(),
-  default_channel_id: z.string().nullable(),
-  bot_name: z.string().nullable(),
-  bot_avatar_url: z.string().nullable(),
-  signature_required: z.boolean(),
-  is_active: z.boolean(),
-  url: z.string().describe("the posting URL: POST it with the secret (docs/webhooks.md)"),
-  secret: z.string().describe("the static secret (X-Service-Webhook-Secret, or the body field secret)"),
-  signing_secret: z.string().describe("the key of X-Service-Signature's HMAC-SHA256"),
-  created_at: timestamp,
-  updated_at: timestamp,
-});
+export const webhookRecord = z
+  .object({
+    id: z.string(),
+    workspace_id: z.string(),
+    name: z.string(),
+    default_channel_id: z.string().nullable(),
+    bot_name: z.string().nullable(),
+    bot_avatar_url: z.string().nullable(),
+    signature_required: z.boolean(),
+    is_active: z.boolean(),
+    url: z.string().describe("the posting URL: POST it with the secret (docs/webhooks.md)"),
+    secret: z.string().describe("the static secret (X-Service-Webhook-Secret, or the body field secret)"),
+    signing_secret: z.string().describe("the key of X-Service-Signature's HMAC-SHA256"),
+    created_at: timestamp,
+    updated_at: timestamp,
+  })
+  .meta({ id: "InboundWebhook" });
 export type WebhookRecord = z.infer<typeof webhookRecord>;
 
 /** The posting URL of a webhook: outside /api/v1, authenticated by its secret. */
@@ -47,16 +49,18 @@ export function toWebhookRecord(
   };
 }
 
-export const webhookRequestRecord = z.object({
-  id: z.string(),
-  webhook_id: z.string(),
-  status: z.number().int().describe("the HTTP status answered"),
-  outcome: z.enum(WEBHOOK_OUTCOMES),
-  reason: z.string().nullable().describe("why it was rejected (or replayed); null for a plain accepted post"),
-  idempotency_key: z.string().nullable(),
-  ip: z.string(),
-  created_at: timestamp,
-});
+export const webhookRequestRecord = z
+  .object({
+    id: z.string(),
+    webhook_id: z.string(),
+    status: z.number().int().describe("the HTTP status answered"),
+    outcome: z.enum(WEBHOOK_OUTCOMES),
+    reason: z.string().nullable().describe("why it was rejected (or replayed); null for a plain accepted post"),
+    idempotency_key: z.string().nullable(),
+    ip: z.string(),
+    created_at: timestamp,
+  })
+  .meta({ id: "InboundWebhookRequest" });
 
 export function toWebhookRequestRecord(entry: WebhookRequest): z.infer<typeof webhookRequestRecord> {
   return {

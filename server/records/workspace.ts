@@ -13,18 +13,20 @@ import {
 import { isoTimestamp } from "../clock.ts";
 import { timestamp } from "./common.ts";
 
-export const workspaceRecord = z.object({
-  id: z.string(),
-  name: z.string(),
-  slug: z.string(),
-  visibility: z.enum(VISIBILITIES),
-  has_password: z.boolean(),
-  owner_id: z.number().int(),
-  role: z.enum(ROLES).describe("the caller's role"),
-  member_count: z.number().int(),
-  created_at: timestamp,
-  updated_at: timestamp,
-});
+export const workspaceRecord = z
+  .object({
+    id: z.string(),
+    name: z.string(),
+    slug: z.string(),
+    visibility: z.enum(VISIBILITIES),
+    has_password: z.boolean(),
+    owner_id: z.number().int(),
+    role: z.enum(ROLES).describe("the caller's role"),
+    member_count: z.number().int(),
+    created_at: timestamp,
+    updated_at: timestamp,
+  })
+  .meta({ id: "Workspace" });
 
 export function toWorkspaceRecord(
   workspace: Workspace,
@@ -45,16 +47,18 @@ export function toWorkspaceRecord(
   };
 }
 
-export const channelRecord = z.object({
-  id: z.string(),
-  workspace_id: z.string(),
-  name: z.string(),
-  slug: z.string(),
-  visibility: z.enum(VISIBILITIES),
-  has_password: z.boolean(),
-  created_at: timestamp,
-  updated_at: timestamp,
-});
+export const channelRecord = z
+  .object({
+    id: z.string(),
+    workspace_id: z.string(),
+    name: z.string(),
+    slug: z.string(),
+    visibility: z.enum(VISIBILITIES),
+    has_password: z.boolean(),
+    created_at: timestamp,
+    updated_at: timestamp,
+  })
+  .meta({ id: "Channel" });
 
 export function toChannelRecord(channel: Channel): z.infer<typeof channelRecord> {
   return {
@@ -69,17 +73,19 @@ export function toChannelRecord(channel: Channel): z.infer<typeof channelRecord>
   };
 }
 
-export const memberRecord = z.object({
-  id: z.string(),
-  workspace_id: z.string(),
-  user_id: z.number().int(),
-  name: z.string(),
-  email: z.string(),
-  avatar_url: z.string().nullable(),
-  role: z.enum(ROLES),
-  preferred_language: z.enum(LANGUAGES).nullable().describe("null: the user's own preferred_language applies"),
-  joined_at: timestamp,
-});
+export const memberRecord = z
+  .object({
+    id: z.string(),
+    workspace_id: z.string(),
+    user_id: z.number().int(),
+    name: z.string(),
+    email: z.string(),
+    avatar_url: z.string().nullable(),
+    role: z.enum(ROLES),
+    preferred_language: z.enum(LANGUAGES).nullable().describe("null: the user's own preferred_language applies"),
+    joined_at: timestamp,
+  })
+  .meta({ id: "Member" });
 
 export function toMemberRecord(member: WorkspaceMember, user: User): z.infer<typeof memberRecord> {
   return {
@@ -96,13 +102,15 @@ export function toMemberRecord(member: WorkspaceMember, user: User): z.infer<typ
 }
 
 /** A member of a channel (the contract's added channel-membership endpoints). */
-export const channelMemberRecord = z.object({
-  channel_id: z.string(),
-  user_id: z.number().int(),
-  name: z.string(),
-  avatar_url: z.string().nullable(),
-  joined_at: timestamp,
-});
+export const channelMemberRecord = z
+  .object({
+    channel_id: z.string(),
+    user_id: z.number().int(),
+    name: z.string(),
+    avatar_url: z.string().nullable(),
+    joined_at: timestamp,
+  })
+  .meta({ id: "ChannelMember" });
 
 export function toChannelMemberRecord(
   channelId: string,
@@ -118,15 +126,17 @@ export function toChannelMemberRecord(
   };
 }
 
-export const inviteRecord = z.object({
-  id: z.string(),
-  workspace_id: z.string(),
-  token: z.string(),
-  url: z.string(),
-  expires_at: timestamp.nullable().describe("null: never expires"),
-  created_by: z.number().int().nullable(),
-  created_at: timestamp,
-});
+export const inviteRecord = z
+  .object({
+    id: z.string(),
+    workspace_id: z.string(),
+    token: z.string(),
+    url: z.string(),
+    expires_at: timestamp.nullable().describe("null: never expires"),
+    created_by: z.number().int().nullable(),
+    created_at: timestamp,
+  })
+  .meta({ id: "Invite" });
 
 export function toInviteRecord(invite: Invite, appUrl: string): z.infer<typeof inviteRecord> {
   return {
@@ -140,8 +150,10 @@ export function toInviteRecord(invite: Invite, appUrl: string): z.infer<typeof i
   };
 }
 
-export const invitePreviewRecord = z.object({
-  workspace: z.object({ id: z.string(), name: z.string(), slug: z.string(), member_count: z.number().int() }),
-  inviter: z.object({ name: z.string().nullable() }),
-  expires_at: timestamp.nullable(),
-});
+export const invitePreviewRecord = z
+  .object({
+    workspace: z.object({ id: z.string(), name: z.string(), slug: z.string(), member_count: z.number().int() }),
+    inviter: z.object({ name: z.string().nullable() }),
+    expires_at: timestamp.nullable(),
+  })
+  .meta({ id: "InvitePreview" });
