@@ -68,8 +68,8 @@ function liveEventOf<T extends EventType>(type: T) {
   });
 }
 
-/** What subscribers receive, discriminated by `type`. */
-const liveEvent = z.discriminatedUnion("type", [
+/** What subscribers receive, discriminated by `type` (also the AsyncAPI document's event schemas, server/http/asyncapi.ts). */
+export const liveEvent = z.discriminatedUnion("type", [
   liveEventOf("message.created"),
   liveEventOf("translation.ready"),
   liveEventOf("typing"),
