@@ -8,13 +8,18 @@ import { openDatabase, type DatabaseHandle } from "../db/client.ts";
 import { appRouter } from "../routers/index.ts";
 import { buildJobHandlers, scheduleRecurringJobs } from "../workers/index.ts";
 import { systemClock, type Clock } from "./clock.ts";
-import type { Config } from "./config.ts";
+import { ConfigError, type Config } from "./config.ts";
 import { createWsContext } from "./context.ts";
+import { cannotListen, cannotOpenDatabase } from "./process.ts";
 import type { Deps } from "./deps.ts";
 import { InProcessEventBus, RedisEventBus } from "./events/bus.ts";
 import { EventRelay } from "./events/relay.ts";
 import { OutboundDispatcher } from "./services/outbound/dispatch.ts";
 import { createRequestListener } from "./http/host.ts";
+import { createQueueDashboard } from "./http/queue-dashboard.ts";
+import { inSocketScope, logWebSocketConnections } from "./http/request-log.ts";
+import { routeTemplates } from "./http/route-templates.ts";
+import { createMetrics, postgresConnections, type Metrics } from "./metrics.ts";
 import { MAX_PAYLOAD_BYTES, serveTrpcOverWebSocket } from "./http/trpc-websocket.ts";
 import { CLOSE_CODES } from "./http/trpc-ws-protocol.ts";
 import { startBullMqWorkers, BullMqJobQueue } from "./jobs/bullmq.ts";
@@ -60,6 +65,7 @@ type Core = {
   deps: Deps;
   database: DatabaseHandle;
   handlers: JobHandlers;
+  metrics: Metrics;
   /** Said once where workers run: which push providers are not configured, and why. */
   warnSkippedPushProviders(): void;
   close(): Promise<void>;
@@ -73,7 +79,11 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
   // Before anything opens: a push credential that cannot be read stops the start.
   const push = createPushProviders(config.push, { clock, logger });
   const translation = createTranslationProvider(config.translation);
-  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir }).catch(
+    (error: unknown) => {
+      throw cannotOpenDatabase(config, error);
+    },
+  );
   // Requests never wait on Redis for long: a command (throttle counters, single-use values, the
   // readiness check) gives up after REDIS_COMMAND_TIMEOUT_MS, and the caller falls back or answers 503.
   const redis = config.redisUrl
@@ -111,7 +121,12 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
     redis,
   };
   const mail = createMailTransport(config, logger);
-  handlers = settleOutboxJobs(buildJobHandlers(deps, { mail, push: push.providers, translation }), database.db);
+  const metrics = createMetrics();
+  handlers = metrics.instrumentJobs(
+    settleOutboxJobs(buildJobHandlers(deps, { mail, push: push.providers, translation }), database.db),
+  );
+  metrics.sources.queueDepth = () => jobs.depth?.() ?? Promise.resolve([]);
+  if (database.driver === "postgres") metrics.sources.databaseConnections = () => postgresConnections(database.db);
   relay.start();
   jobOutbox.start();
   dispatcher.start();
@@ -121,6 +136,7 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
     deps,
     database,
     handlers,
+    metrics,
     warnSkippedPushProviders() {
       for (const { name, reason } of push.skipped) logger.warn({ provider: name }, `push: ${name} is off (${reason})`);
     },
@@ -192,7 +208,14 @@ export async function startApp(config: Config, options: AppOptions = {}): Promis
     return { ok: Object.values(checks).every((state) => state === "ok"), checks };
   };
 
-  const server = createServer(createRequestListener(deps, appRouter, readiness));
+  const { metrics } = core;
+  const routes = routeTemplates(appRouter);
+  const jobs = deps.jobs;
+  const queueDashboard =
+    jobs instanceof BullMqJobQueue
+      ? createQueueDashboard(() => jobs.allQueues(), config.queueDashboardPassword)
+      : undefined;
+  const server = createServer(createRequestListener(deps, appRouter, readiness, { metrics, routes, queueDashboard }));
   server.on("clientError", answerClientError);
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_PAYLOAD_BYTES });
   const wsHandler = serveTrpcOverWebSocket({
@@ -213,7 +236,12 @@ export async function startApp(config: Config, options: AppOptions = {}): Promis
       if (error.code === "INTERNAL_SERVER_ERROR") deps.logger.error({ err: error.cause ?? error, path }, "rpc failed");
       else deps.logger.debug({ err: error, path }, "websocket request refused");
     },
+    onEventDelivered: () => metrics.eventDelivered(),
+    inRequestScope: inSocketScope,
   });
+  metrics.sources.webSocketConnections = () => wss.clients.size;
+  metrics.sources.liveSubscriptions = () => wsHandler.subscriptionCount();
+  logWebSocketConnections(wss, deps.logger, routes);
   server.on("upgrade", (req, socket, head) => {
     // Only /trpc upgrades; anything else, a target that is not a URL path ("//") included, is dropped.
     if (
@@ -226,7 +254,20 @@ export async function startApp(config: Config, options: AppOptions = {}): Promis
     wss.handleUpgrade(req, socket, head, (ws) => wss.emit("connection", ws, req));
   });
 
-  await new Promise<void>((resolve) => server.listen(config.port, config.host, resolve));
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(config.port, config.host, () => {
+        server.off("error", reject);
+        resolve();
+      });
+    });
+  } catch (error) {
+    // The port is taken (or HOST is wrong): release what was opened, then say so in one line.
+    await stopWorkers?.();
+    await core.close();
+    throw cannotListen(config, error);
+  }
   const address = server.address() as AddressInfo;
   const url = `http://${config.host === "0.0.0.0" || config.host === "::" ? "127.0.0.1" : config.host}:${address.port}`;
   deps.logger.info({ url, database: core.database.driver, redis: Boolean(config.redisUrl) }, "chat service listening");
@@ -256,7 +297,11 @@ export async function startApp(config: Config, options: AppOptions = {}): Promis
 
 /** `npm run worker`: BullMQ workers only, no HTTP. Needs REDIS_URL. */
 export async function startWorkers(config: Config, options: AppOptions = {}): Promise<{ close(): Promise<void> }> {
-  if (!config.redisUrl) throw new Error("REDIS_URL is not set: without Redis, jobs run inside `npm start`.");
+  if (!config.redisUrl) {
+    throw new ConfigError(
+      "Invalid configuration: REDIS_URL must be set for `npm run worker` (without Redis, jobs run inside `npm start`)",
+    );
+  }
   const core = await buildCore(config, options);
   const stop = startBullMqWorkers({
     redisUrl: config.redisUrl,

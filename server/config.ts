@@ -10,44 +10,73 @@ const optionalString = z
   .optional()
   .transform((value) => (value === undefined || value.trim() === "" ? undefined : value.trim()));
 
-const optionalUrl = (protocols: RegExp) =>
-  optionalString.pipe(z.url({ protocol: protocols, message: `must be a URL (${protocols.source})` }).optional());
+// Every schema below carries its own message, written to follow the variable's name
+// ("PORT must be ..."): the process-wide zod messages (server/validation.ts) are for request
+// fields, and a regex's source is no help to someone editing an env file.
+
+/** A URL whose scheme is one of `schemes` (written without "://"). */
+const optionalUrl = (schemes: string[]) => {
+  const error = `must be a URL starting with ${orList(schemes.map((scheme) => `${scheme}://`))}`;
+  return optionalString.pipe(z.url({ protocol: new RegExp(`^(${schemes.join("|")})$`), error }).optional());
+};
+const httpUrl = () => optionalUrl(["http", "https"]);
+
+function orList(items: string[]): string {
+  return items.length < 2 ? items.join("") : `${items.slice(0, -1).join(", ")} or ${items.at(-1)}`;
+}
+
+const oneOf = <const Values extends readonly [string, ...string[]]>(values: Values) =>
+  z.enum(values, { error: `must be ${values.length > 2 ? "one of " : ""}${orList([...values])}` });
 
 const flag = (defaultValue: boolean) =>
   z
     .enum(["true", "false", "1", "0", "on", "off", "yes", "no"], {
-      message: "must be true/false, on/off, yes/no or 1/0",
+      error: "must be on or off (true/false, yes/no and 1/0 work too)",
     })
     .optional()
     .transform((value) => (value === undefined ? defaultValue : ["true", "1", "on", "yes"].includes(value)));
 
-const positiveInt = (defaultValue: number) =>
-  z.coerce.number({ message: "must be a whole number" }).int().positive().optional().default(defaultValue);
+const positiveInt = (defaultValue: number) => {
+  const error = "must be a whole number greater than 0";
+  return z.coerce.number({ error }).int({ error }).positive({ error }).optional().default(defaultValue);
+};
+
+const notEmpty = (what: string) => z.string().min(1, { error: `must be ${what}` });
+
+const PORT_EXPECTED = "must be a port number: a whole number from 0 to 65535";
 
 const envSchema = z.object({
-  PORT: z.coerce.number({ message: "must be a port number" }).int().min(0).max(65535).default(3000),
-  HOST: z.string().min(1).default("0.0.0.0"),
-  DATA_DIR: z.string().min(1).default("./.data"),
-  DATABASE_URL: optionalUrl(/^postgres(ql)?$/),
-  REDIS_URL: optionalUrl(/^rediss?$/),
+  PORT: z.coerce
+    .number({ error: PORT_EXPECTED })
+    .int({ error: PORT_EXPECTED })
+    .min(0, { error: PORT_EXPECTED })
+    .max(65535, { error: PORT_EXPECTED })
+    .default(3000),
+  HOST: notEmpty("an address to listen on, such as 0.0.0.0 (every interface) or 127.0.0.1").default("0.0.0.0"),
+  DATA_DIR: notEmpty("a folder path").default("./.data"),
+  DATABASE_URL: optionalUrl(["postgres", "postgresql"]),
+  REDIS_URL: optionalUrl(["redis", "rediss"]),
   REDIS_PREFIX: z
     .string()
-    .regex(/^[A-Za-z0-9:_-]+$/, "letters, digits, : _ - only")
+    .regex(/^[A-Za-z0-9:_-]+$/, { error: "must be made of letters, digits, colons, underscores and hyphens" })
     .default("chat"),
   WORKERS: flag(true),
-  LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
-  APP_URL: optionalUrl(/^https?$/),
-  APP_KEY: optionalString.pipe(z.string().min(32, "must be at least 32 characters").optional()),
-  FRONTEND_URL: optionalUrl(/^https?$/),
-  SMTP_URL: optionalUrl(/^smtps?$/),
-  MAIL_FROM: z.string().min(3).default("Chat Service <no-reply@localhost>"),
+  LOG_LEVEL: oneOf(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  APP_URL: httpUrl(),
+  APP_KEY: optionalString.pipe(z.string().min(32, { error: "must be at least 32 characters long" }).optional()),
+  FRONTEND_URL: httpUrl(),
+  SMTP_URL: optionalUrl(["smtp", "smtps"]),
+  MAIL_FROM: z
+    .string()
+    .min(3, { error: 'must be a sender address, such as "Chat <no-reply@example.com>"' })
+    .default("Chat Service <no-reply@localhost>"),
   SOCIAL_PROVIDERS: optionalString,
-  TRANSLATION_PROVIDER: z.enum(["none", "libretranslate", "deepl"]).default("none"),
-  TRANSLATION_URL: optionalUrl(/^https?$/),
+  TRANSLATION_PROVIDER: oneOf(["none", "libretranslate", "deepl"]).default("none"),
+  TRANSLATION_URL: httpUrl(),
   TRANSLATION_API_KEY: optionalString,
-  PUSH_FCM_URL: optionalUrl(/^https?$/),
-  PUSH_EXPO_URL: optionalUrl(/^https?$/),
-  PUSH_APNS_URL: optionalUrl(/^https?$/),
+  PUSH_FCM_URL: httpUrl(),
+  PUSH_EXPO_URL: httpUrl(),
+  PUSH_APNS_URL: httpUrl(),
   PUSH_FCM_CREDENTIALS: optionalString,
   PUSH_EXPO_ACCESS_TOKEN: optionalString,
   PUSH_APNS_KEY: optionalString,
@@ -57,23 +86,38 @@ const envSchema = z.object({
   PUSH_APNS_CA: optionalString,
   WEBHOOK_QUOTA_PER_HOUR: positiveInt(1000),
   OUTBOUND_ALLOW_PRIVATE: flag(false),
-  STORAGE_DRIVER: z.enum(["local", "s3"]).default("local"),
-  S3_ENDPOINT: optionalUrl(/^https?$/),
+  STORAGE_DRIVER: oneOf(["local", "s3"]).default("local"),
+  S3_ENDPOINT: httpUrl(),
   S3_BUCKET: optionalString,
   S3_ACCESS_KEY_ID: optionalString,
   S3_SECRET_ACCESS_KEY: optionalString,
   S3_REGION: optionalString,
   MAX_UPLOAD_BYTES: positiveInt(25 * 1024 * 1024),
+  METRICS_TOKEN: optionalString,
+  QUEUE_DASHBOARD_PASSWORD: optionalString,
 });
 
+/** Every variable read from the environment (SOCIAL_<NAME>_* aside). */
+export const CONFIG_VARIABLES = Object.keys(envSchema.shape);
+
+const CLIENT_ID_EXPECTED = "must be set for a provider listed in SOCIAL_PROVIDERS";
+
 const socialProviderSchema = z.object({
-  CLIENT_ID: z.string().min(1, "is required for an enabled provider"),
+  CLIENT_ID: z.string({ error: CLIENT_ID_EXPECTED }).min(1, { error: CLIENT_ID_EXPECTED }),
   CLIENT_SECRET: optionalString,
-  REDIRECT_URI: optionalUrl(/^https?$|^[a-z][a-z0-9+.-]*$/),
-  ISSUER: optionalUrl(/^https?$/),
-  AUTHORIZATION_URL: optionalUrl(/^https?$/),
-  TOKEN_URL: optionalUrl(/^https?$/),
-  USERINFO_URL: optionalUrl(/^https?$/),
+  // An app's own scheme (myapp://callback) is allowed for native clients.
+  REDIRECT_URI: optionalString.pipe(
+    z
+      .url({
+        protocol: /^[a-z][a-z0-9+.-]*$/,
+        error: "must be a URL, such as https://app.example.com/callback or myapp://callback",
+      })
+      .optional(),
+  ),
+  ISSUER: httpUrl(),
+  AUTHORIZATION_URL: httpUrl(),
+  TOKEN_URL: httpUrl(),
+  USERINFO_URL: httpUrl(),
   SCOPES: optionalString,
 });
 
@@ -141,14 +185,43 @@ export type Config = {
     };
   };
   maxUploadBytes: number;
+  /** Bearer token GET /metrics requires; unset, it answers loopback clients only. */
+  metricsToken: string | undefined;
+  /** HTTP Basic password of /admin/queues (with Redis); unset, it answers loopback clients only. */
+  queueDashboardPassword: string | undefined;
 };
 
 export class ConfigError extends Error {
   override name = "ConfigError";
 }
 
-function describeIssues(error: z.ZodError, prefix = ""): string {
-  return error.issues.map((issue) => `${prefix}${issue.path.join(".")}: ${issue.message}`).join("; ");
+/** Variables whose value is never printed, not even in part. */
+const SECRET_VARIABLE = /(_SECRET|_TOKEN|_KEY|_PASSWORD|_CREDENTIALS)$/;
+/** Variables that hold a URL, which may carry a password: only its scheme is printed. */
+const URL_VARIABLE = /(_URL|_URI|_ENDPOINT|_ISSUER)$/;
+
+/** What was given, for the message, as far as it can be shown without leaking a secret. */
+function describeValue(variable: string, value: unknown): string {
+  if (typeof value !== "string") return "";
+  if (SECRET_VARIABLE.test(variable)) {
+    return value.trim() === "" ? "" : ` (it is ${value.trim().length} characters long)`;
+  }
+  if (URL_VARIABLE.test(variable)) {
+    const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(value.trim())?.[1];
+    return scheme ? ` (it starts with "${scheme}:")` : " (got something that is not a URL)";
+  }
+  const shown = value.length > 60 ? `${value.slice(0, 60)}…` : value;
+  return ` (got ${JSON.stringify(shown)})`;
+}
+
+/** "REDIS_URL must be a URL starting with redis:// or rediss:// (it starts with "http:")"; issues joined by "; ". */
+function describeIssues(error: z.ZodError, env: NodeJS.ProcessEnv, prefix = ""): string {
+  return error.issues
+    .map((issue) => {
+      const variable = `${prefix}${issue.path.join(".")}`;
+      return `${variable} ${issue.message}${describeValue(variable, env[variable])}`;
+    })
+    .join("; ");
 }
 
 function parseSocialProviders(env: NodeJS.ProcessEnv, list: string | undefined): SocialProviderConfig[] {
@@ -159,19 +232,21 @@ function parseSocialProviders(env: NodeJS.ProcessEnv, list: string | undefined):
     .filter(Boolean);
   return names.map((name) => {
     if (!/^[a-z0-9_-]+$/.test(name)) {
-      throw new ConfigError(`Invalid configuration: SOCIAL_PROVIDERS: "${name}" is not a valid provider name`);
+      throw new ConfigError(
+        `Invalid configuration: SOCIAL_PROVIDERS must be a comma-separated list of provider names made of letters, digits, _ and - (got ${JSON.stringify(name)})`,
+      );
     }
     const prefix = `SOCIAL_${name.toUpperCase().replace(/-/g, "_")}_`;
     const raw = Object.fromEntries(Object.keys(socialProviderSchema.shape).map((key) => [key, env[`${prefix}${key}`]]));
     const parsed = socialProviderSchema.safeParse(raw);
     if (!parsed.success) {
-      throw new ConfigError(`Invalid configuration: ${describeIssues(parsed.error, prefix)}`);
+      throw new ConfigError(`Invalid configuration: ${describeIssues(parsed.error, env, prefix)}`);
     }
     const values = parsed.data;
     const issuer = values.ISSUER ?? (values.AUTHORIZATION_URL ? undefined : DEFAULT_ISSUERS[name]);
     if (!issuer && !(values.AUTHORIZATION_URL && values.TOKEN_URL)) {
       throw new ConfigError(
-        `Invalid configuration: ${prefix}ISSUER, or ${prefix}AUTHORIZATION_URL and ${prefix}TOKEN_URL, must be set`,
+        `Invalid configuration: ${prefix}ISSUER (an OpenID Connect issuer URL) or both ${prefix}AUTHORIZATION_URL and ${prefix}TOKEN_URL (plain OAuth 2) must be set`,
       );
     }
     return {
@@ -202,7 +277,7 @@ function loadOrCreateAppKey(dataDir: string): string {
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const parsed = envSchema.safeParse(env);
   if (!parsed.success) {
-    throw new ConfigError(`Invalid configuration: ${describeIssues(parsed.error)}`);
+    throw new ConfigError(`Invalid configuration: ${describeIssues(parsed.error, env)}`);
   }
   const e = parsed.data;
   const dataDir = path.resolve(e.DATA_DIR);
@@ -246,5 +321,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       },
     },
     maxUploadBytes: e.MAX_UPLOAD_BYTES,
+    metricsToken: e.METRICS_TOKEN,
+    queueDashboardPassword: e.QUEUE_DASHBOARD_PASSWORD,
   };
 }

@@ -2,7 +2,8 @@
 // credentials, e-mail addresses and message text by key (pino redaction), and errors by the
 // `err` serializer below, which keeps a failed query's SQL but never its parameters (they carry
 // password hashes, e-mail addresses and message text), nor the row a constraint reports.
-import { pino, type Logger } from "pino";
+import { AsyncLocalStorage } from "node:async_hooks";
+import { pino, symbols, type Logger } from "pino";
 
 export type { Logger };
 
@@ -51,7 +52,24 @@ export const LOG_REDACT_PATHS = [
   ...SECRET_KEYS.map((key) => `*.${key}`),
   "req.headers.authorization",
   "req.headers.cookie",
+  'req.headers["x-service-webhook-secret"]',
+  'req.headers["x-service-signature"]',
+  'res.headers["set-cookie"]',
 ];
+
+/**
+ * The request being served, if any (server/http/request-log.ts enters it): every line logged
+ * while serving it, through whichever logger, carries its `reqId`.
+ */
+export const requestScope = new AsyncLocalStorage<{ reqId: string }>();
+
+/** `reqId` from the request scope, unless the logger has it bound already (pino-http's `req.log`). */
+function requestIdMixin(_object: object, _level: number, logger: Logger): object {
+  const scope = requestScope.getStore();
+  if (!scope) return {};
+  const bindings = (logger as unknown as Record<symbol, string | undefined>)[symbols.chindingsSym];
+  return bindings?.includes('"reqId":') ? {} : { reqId: scope.reqId };
+}
 
 type SerializedError = {
   type: string;
@@ -99,6 +117,7 @@ export function createLogger(level: string, destination?: pino.DestinationStream
     level,
     redact: { paths: LOG_REDACT_PATHS, censor: REDACTED },
     serializers: { err: serializeError, error: serializeError },
+    mixin: requestIdMixin,
   };
   return destination ? pino(options, destination) : pino(options);
 }

@@ -14,13 +14,26 @@ import { serveDocs } from "./docs.ts";
 import { fileRoute } from "./file-routes.ts";
 import { webhookRoute } from "./webhook-route.ts";
 import { JSON_TOO_DEEP_MESSAGE, jsonNestsDeeperThan, MAX_JSON_DEPTH } from "./json-limits.ts";
+import { buildAsyncApiDocument } from "./asyncapi.ts";
 import { buildOpenApiDocument } from "./openapi.ts";
+import type { Metrics } from "../metrics.ts";
+import { METRICS_ROUTE, serveMetrics } from "./metrics-route.ts";
+import { isQueueDashboardPath } from "./queue-dashboard.ts";
+import { withRequestLog } from "./request-log.ts";
+import { UNMATCHED_ROUTE, type RouteTemplates } from "./route-templates.ts";
 import { sendJson } from "./respond.ts";
 import { createRestHandler } from "./rest.ts";
 import { restErrorFromAppError } from "./rest-errors.ts";
 import { appErrorToTRPC, unavailableDependency } from "../trpc-errors.ts";
 
 export type Readiness = () => Promise<{ ok: boolean; checks: Record<string, "ok" | "failing"> }>;
+
+/** What operators use: metrics, the request log's route templates, and the queue dashboard (with Redis). */
+export type Operations = {
+  metrics: Metrics;
+  routes: RouteTemplates;
+  queueDashboard?: (req: IncomingMessage, res: ServerResponse) => Promise<void>;
+};
 
 /**
  * The request target as a URL: origin-form ("/path?query", "//" included: a path, not a host)
@@ -82,7 +95,7 @@ function withoutInheritedQueryKeys(url: URL, target: string): string {
   return url.pathname + url.search;
 }
 
-export function createRequestListener(deps: Deps, router: AppRouter, readiness: Readiness) {
+export function createRequestListener(deps: Deps, router: AppRouter, readiness: Readiness, operations: Operations) {
   const rest = createRestHandler(deps, router);
   /**
    * tRPC requests refused by screenRpcRequest: createContext throws the refusal, so that tRPC
@@ -114,6 +127,7 @@ export function createRequestListener(deps: Deps, router: AppRouter, readiness: 
     },
   });
   let openApiJson: string | undefined;
+  let asyncApiJson: string | undefined;
   const origins = trustedOrigins(deps.config);
 
   function applyCors(req: IncomingMessage, res: ServerResponse): boolean {
@@ -122,6 +136,8 @@ export function createRequestListener(deps: Deps, router: AppRouter, readiness: 
     res.setHeader("Access-Control-Allow-Origin", origin);
     res.setHeader("Access-Control-Allow-Credentials", "true");
     res.setHeader("Vary", "Origin");
+    // Browser apps may read the request id (to quote it when reporting a problem).
+    res.setHeader("Access-Control-Expose-Headers", "X-Request-Id, Retry-After");
     if (req.method === "OPTIONS") {
       res.setHeader("Access-Control-Allow-Methods", "GET, POST, PUT, PATCH, DELETE, OPTIONS");
       res.setHeader(
@@ -142,13 +158,20 @@ export function createRequestListener(deps: Deps, router: AppRouter, readiness: 
     if (applyCors(req, res)) return;
 
     if (pathname === "/healthz") return sendJson(res, 200, { status: "ok" });
+    if (pathname === METRICS_ROUTE) return serveMetrics(operations.metrics, deps.config.metricsToken, req, res);
+    if (operations.queueDashboard && isQueueDashboardPath(pathname)) return operations.queueDashboard(req, res);
     if (pathname === "/readyz") {
       const { ok, checks } = await readiness();
       return sendJson(res, ok ? 200 : 503, { status: ok ? "ok" : "unavailable", checks });
     }
     if (pathname === "/api/v1/openapi.json") {
-      openApiJson ??= JSON.stringify(buildOpenApiDocument(router, deps.config.appUrl));
+      openApiJson ??= JSON.stringify(buildOpenApiDocument(router));
       res.writeHead(200, { "Content-Type": "application/json" }).end(openApiJson);
+      return;
+    }
+    if (pathname === "/api/v1/asyncapi.json") {
+      asyncApiJson ??= JSON.stringify(buildAsyncApiDocument(router, deps.config.appUrl));
+      res.writeHead(200, { "Content-Type": "application/json" }).end(asyncApiJson);
       return;
     }
     if (pathname.startsWith("/docs") && (await serveDocs(pathname, res))) return;
@@ -175,7 +198,11 @@ export function createRequestListener(deps: Deps, router: AppRouter, readiness: 
     sendJson(res, 404, { message: `The route ${pathname.replace(/^\//, "")} could not be found.` });
   }
 
-  return (req: IncomingMessage, res: ServerResponse) => {
+  return withRequestLog(deps.logger, operations.routes, (req: IncomingMessage, res: ServerResponse) => {
+    // The route's template (never its ids) labels the request's latency.
+    const pathname = requestUrl(req.url ?? "/")?.pathname;
+    const template = pathname === undefined ? UNMATCHED_ROUTE : operations.routes.templateOf(pathname);
+    operations.metrics.observeRequest(req, res, template);
     route(req, res).catch((error: unknown) => {
       if (res.headersSent) {
         res.destroy();
@@ -186,8 +213,8 @@ export function createRequestListener(deps: Deps, router: AppRouter, readiness: 
         const mapped = restErrorFromAppError(appError);
         return sendJson(res, mapped.status, mapped.body, mapped.headers);
       }
-      deps.logger.error({ err: error, url: req.url }, "request failed");
+      deps.logger.error({ err: error }, "request failed");
       sendJson(res, 500, { message: "Server Error" });
     });
-  };
+  });
 }

@@ -40,8 +40,7 @@ export function createRestHandler(deps: Deps, router: AppRouter) {
     },
     onError: ({ error, req }) => {
       failures.set(req, error);
-      if (error.code === "INTERNAL_SERVER_ERROR")
-        deps.logger.error({ err: error.cause ?? error, url: req.url }, "request failed");
+      if (error.code === "INTERNAL_SERVER_ERROR") deps.logger.error({ err: error.cause ?? error }, "request failed");
     },
   });
 

@@ -83,6 +83,10 @@ type Options<TRouter extends AnyTRPCRouter> = {
   ): (() => void) | void;
   keepAlive: { pingMs: number; pongWaitMs: number };
   onError?(error: TRPCError, path: string | undefined): void;
+  /** Runs the handling of a frame of the connection opened by `req` (the request log's scope). */
+  inRequestScope?(req: IncomingMessage, work: () => void): void;
+  /** Called for each live event written to a subscriber (the metrics count them). */
+  onEventDelivered?(): void;
 };
 
 /** Each event's JSON, made once however many subscribers receive it. */
@@ -158,9 +162,13 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
   // answered 400 by `ws` itself.)
   options.wss.on("error", (cause) => reportError(getTRPCErrorFromUnknown(cause), undefined));
 
+  /** Every open connection's subscriptions, counted for the metrics. */
+  const openSubscriptions = new Set<Map<RequestId, unknown>>();
+
   options.wss.on("connection", (client: WebSocket, req: IncomingMessage) => {
     /** Subscriptions by request id; stop() ends one (client stop, close, or server end). */
     const subscriptions = new Map<RequestId, { stop(): void }>();
+    openSubscriptions.add(subscriptions);
     let connectionParams: Record<string, string | undefined> | null = null;
     /** Settles once the connection's params are known and its first context made. */
     let established: Promise<{ ok: true } | { ok: false; error: TRPCError }> | undefined;
@@ -340,6 +348,7 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
                 return;
               }
               sendCoalesced(client, trackedEventFrame(id, jsonrpc, position, jsonOf(event)));
+              options.onEventDelivered?.();
             },
             end: stopped,
             // As tRPC's adapter answers a stream that fails: "started" (it sends that before
@@ -395,6 +404,7 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
               ? { type: "data", id: value[0], data: { id: value[0], data: value[1] } }
               : { type: "data", data: value },
           });
+          options.onEventDelivered?.();
         }
       } finally {
         await iterator.return?.();
@@ -463,11 +473,15 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
     }
 
     client.on("message", (raw: Buffer, isBinary: boolean) => {
-      try {
-        receive(raw, isBinary);
-      } catch (cause) {
-        reportError(getTRPCErrorFromUnknown(cause), undefined);
-      }
+      const work = () => {
+        try {
+          receive(raw, isBinary);
+        } catch (cause) {
+          reportError(getTRPCErrorFromUnknown(cause), undefined);
+        }
+      };
+      if (options.inRequestScope) options.inRequestScope(req, work);
+      else work();
     });
 
     client.once("close", () => {
@@ -475,10 +489,17 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
       stopWatching?.();
       for (const subscription of subscriptions.values()) subscription.stop();
       subscriptions.clear();
+      openSubscriptions.delete(subscriptions);
     });
   });
 
   return {
+    /** Subscriptions open on all connections. */
+    subscriptionCount(): number {
+      let count = 0;
+      for (const subscriptions of openSubscriptions) count += subscriptions.size;
+      return count;
+    },
     /** Asks every client to reconnect (before a shutdown); tRPC clients resume their subscriptions. */
     broadcastReconnectNotification() {
       for (const client of options.wss.clients) if (client.readyState === OPEN) client.send(RECONNECT_NOTICE);

@@ -10,6 +10,7 @@ import {
   type JobDefinition,
   type JobHandlers,
   type JobQueue,
+  type QueueDepth,
   type QueueName,
 } from "./definition.ts";
 
@@ -24,6 +25,8 @@ const CONCURRENCY: Partial<Record<QueueName, number>> = { translation: 100, "out
 const DEFAULT_CONCURRENCY = 10;
 /** How long a queue (which only adds jobs) may take to close its connection. */
 const QUEUE_CLOSE_MS = 2_000;
+/** How long a scrape waits for a queue's job counts. */
+const COUNT_JOBS_MS = 2_000;
 
 function connectionFrom(redisUrl: string): ConnectionOptions {
   // BullMQ workers need blocking commands without a retry limit.
@@ -87,6 +90,25 @@ export class BullMqJobQueue implements JobQueue {
         },
       },
     );
+  }
+
+  /** One Queue per queue name (the queue dashboard shows them all, empty or not). */
+  allQueues(): Queue[] {
+    return QUEUE_NAMES.map((name) => this.queue(name));
+  }
+
+  async depth(): Promise<QueueDepth[]> {
+    const states = ["waiting", "delayed", "active", "failed"] as const;
+    const perQueue = await Promise.all(
+      QUEUE_NAMES.map(async (queue) => {
+        // A scrape must not hang on a Redis that is away: the queue is left out instead.
+        const counts = await within(this.queue(queue).getJobCounts(...states), COUNT_JOBS_MS, "counting jobs").catch(
+          () => undefined,
+        );
+        return counts ? states.map((state): QueueDepth => ({ queue, state, count: counts[state] ?? 0 })) : [];
+      }),
+    );
+    return perQueue.flat();
   }
 
   async close(): Promise<void> {

@@ -25,6 +25,9 @@ export type EnqueueOptions = {
   delayMs?: number;
 };
 
+/** How many jobs of a queue are in a state (for the metrics, read on scrape). */
+export type QueueDepth = { queue: QueueName; state: "waiting" | "delayed" | "active" | "failed"; count: number };
+
 export interface JobQueue {
   enqueue<Payload>(definition: JobDefinition<Payload>, payload: Payload, options?: EnqueueOptions): Promise<void>;
   /**
@@ -32,6 +35,8 @@ export interface JobQueue {
    * another process, or after a restart) replaces it rather than adding a second.
    */
   repeat<Payload>(definition: JobDefinition<Payload>, payload: Payload, everyMs: number): Promise<void>;
+  /** Jobs per queue and state, for GET /metrics. */
+  depth?(): Promise<QueueDepth[]>;
   close(): Promise<void>;
 }
 

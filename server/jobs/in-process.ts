@@ -5,16 +5,19 @@ import type { Logger } from "../logger.ts";
 import { randomUUID } from "node:crypto";
 import {
   PermanentJobError,
+  QUEUE_NAMES,
   type EnqueueOptions,
   type JobDefinition,
   type JobHandlers,
   type JobQueue,
+  type QueueDepth,
 } from "./definition.ts";
 
 export class InProcessJobQueue implements JobQueue {
-  private readonly timers = new Set<NodeJS.Timeout>();
+  /** Jobs waiting for their timer, with their queue and whether they were delayed (a retry, a delay). */
+  private readonly timers = new Map<NodeJS.Timeout, Pick<QueueDepth, "queue" | "state">>();
   private readonly schedules = new Map<string, NodeJS.Timeout>();
-  private readonly running = new Set<Promise<void>>();
+  private readonly running = new Map<Promise<void>, QueueDepth["queue"]>();
   private readonly knownIds = new Set<string>();
   private closed = false;
 
@@ -57,9 +60,9 @@ export class InProcessJobQueue implements JobQueue {
     const timer = setTimeout(() => {
       this.timers.delete(timer);
       const run = this.run(definition, payload, jobId, attempt).finally(() => this.running.delete(run));
-      this.running.add(run);
+      this.running.set(run, definition.queue);
     }, delayMs);
-    this.timers.add(timer);
+    this.timers.set(timer, { queue: definition.queue, state: delayMs > 0 ? "delayed" : "waiting" });
   }
 
   private async run(definition: JobDefinition<unknown>, payload: unknown, jobId: string, attempt: number) {
@@ -85,13 +88,27 @@ export class InProcessJobQueue implements JobQueue {
     }
   }
 
+  async depth(): Promise<QueueDepth[]> {
+    // Every queue and state, empty ones too, so a dashboard sees zeros rather than gaps.
+    const depths = QUEUE_NAMES.flatMap((queue) =>
+      (["waiting", "delayed", "active"] as const).map((state): QueueDepth => ({ queue, state, count: 0 })),
+    );
+    const count = (queue: QueueDepth["queue"], state: QueueDepth["state"]) => {
+      const entry = depths.find((depth) => depth.queue === queue && depth.state === state);
+      if (entry) entry.count += 1;
+    };
+    for (const { queue, state } of this.timers.values()) count(queue, state);
+    for (const queue of this.running.values()) count(queue, "active");
+    return depths;
+  }
+
   /** Stops scheduling, drops waiting retries and waits for the jobs that are running. */
   async close(): Promise<void> {
     this.closed = true;
     for (const timer of this.schedules.values()) clearInterval(timer);
     this.schedules.clear();
-    for (const timer of this.timers) clearTimeout(timer);
+    for (const timer of this.timers.keys()) clearTimeout(timer);
     this.timers.clear();
-    await Promise.allSettled([...this.running]);
+    await Promise.allSettled([...this.running.keys()]);
   }
 }

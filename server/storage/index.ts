@@ -10,6 +10,6 @@ export type { FileStorage } from "./file-storage.ts";
 export function createFileStorage(config: Config): FileStorage {
   if (config.storage.driver === "local") return new LocalFileStorage(path.join(config.dataDir, "files"));
   const { bucket, ...s3 } = config.storage.s3;
-  if (!bucket) throw new ConfigError("Invalid configuration: S3_BUCKET: is required when STORAGE_DRIVER is s3");
+  if (!bucket) throw new ConfigError("Invalid configuration: S3_BUCKET must be set when STORAGE_DRIVER is s3");
   return new S3FileStorage({ bucket, ...s3 });
 }

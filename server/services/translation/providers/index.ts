@@ -34,5 +34,5 @@ export function createTranslationProvider(
 }
 
 function missing(variable: string, provider: string): ConfigError {
-  return new ConfigError(`Invalid configuration: ${variable}: is required when TRANSLATION_PROVIDER=${provider}`);
+  return new ConfigError(`Invalid configuration: ${variable} must be set when TRANSLATION_PROVIDER is ${provider}`);
 }
