@@ -212,7 +212,7 @@ export async function startApp(config: Config, options: AppOptions = {}): Promis
   const routes = routeTemplates(appRouter);
   const jobs = deps.jobs;
   const queueDashboard =
-    jobs instanceof BullMqJobQueue
+    jobs instanceof BullMqJobQueue && config.queueDashboardPassword !== undefined
       ? createQueueDashboard(() => jobs.allQueues(), config.queueDashboardPassword)
       : undefined;
   const server = createServer(createRequestListener(deps, appRouter, readiness, { metrics, routes, queueDashboard }));

@@ -187,7 +187,7 @@ export type Config = {
   maxUploadBytes: number;
   /** Bearer token GET /metrics requires; unset, it answers loopback clients only. */
   metricsToken: string | undefined;
-  /** HTTP Basic password of /admin/queues (with Redis); unset, it answers loopback clients only. */
+  /** HTTP Basic password of /admin/queues (with Redis); unset, there is no queue dashboard. */
   queueDashboardPassword: string | undefined;
 };
 

@@ -52,6 +52,19 @@ describe.runIf(process.env.REDIS_URL)("with Redis", () => {
   });
 });
 
+describe.runIf(process.env.REDIS_URL)("with Redis but no QUEUE_DASHBOARD_PASSWORD", () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer();
+  });
+  afterAll(() => server?.close());
+
+  it("is not there, even for a loopback client (a reverse proxy on the host would be one)", async () => {
+    expect((await fetch(`${server.url}/admin/queues`)).status).toBe(404);
+    expect((await fetch(`${server.url}/admin/queues/api/queues`)).status).toBe(404);
+  });
+});
+
 describe.runIf(!process.env.REDIS_URL)("without Redis", () => {
   let server: TestServer;
   beforeAll(async () => {
