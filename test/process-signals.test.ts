@@ -2,13 +2,14 @@
 // a supervisor or `kill <pid>` sends) or Ctrl-C to the whole process group drains the service
 // and leaves nothing behind: no process of the group, nothing answering on the port.
 import { spawn, type ChildProcess } from "node:child_process";
-import { connect, createServer, type AddressInfo } from "node:net";
+import { connect } from "node:net";
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
+import { freePort } from "./helpers/ports.ts";
 import { createDatabase } from "./helpers/server.ts";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -19,16 +20,6 @@ const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer().listen(0, "127.0.0.1", () => {
-      const { port } = probe.address() as AddressInfo;
-      probe.close(() => resolve(port));
-    });
-    probe.on("error", reject);
-  });
-}
 
 /** True while any process of the group is alive (signal 0 only checks). */
 function groupAlive(pgid: number): boolean {

@@ -5,11 +5,11 @@
 // The server's Redis is a redis-server of this file's own, on a free port, stopped and started
 // again here (the shared REDIS_URL is never touched).
 import { spawn, type ChildProcess } from "node:child_process";
-import { createServer, type AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { restClient, type RestClient } from "./helpers/api.ts";
 import { createWorkspaceWithGeneral, registerUser, uniqueEmail, type RegisteredUser } from "./helpers/factories.ts";
 import { startOAuth2Provider, type OAuth2Provider } from "./helpers/oauth.ts";
+import { freePort } from "./helpers/ports.ts";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
 import { until } from "./helpers/wait.ts";
 
@@ -20,16 +20,6 @@ const QUICK_MS = 1_500;
  * (server/jobs/outbox.ts) before answering.
  */
 const MAIL_REQUEST_MS = 3_500;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer().listen(0, "127.0.0.1", () => {
-      const { port } = (probe.address() as AddressInfo) ?? {};
-      probe.close(() => resolve(port));
-    });
-    probe.on("error", reject);
-  });
-}
 
 /** A private redis-server on `port`: no persistence, so a restart starts empty. */
 class PrivateRedis {

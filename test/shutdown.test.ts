@@ -2,12 +2,12 @@
 // WebSocket connections, logs that it is shutting down and exits 0.
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import WebSocket from "ws";
+import { freePort } from "./helpers/ports.ts";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 
@@ -23,15 +23,6 @@ afterEach(async () => {
   }
   await Promise.all(dataDirs.splice(0).map((dir) => rm(dir, { recursive: true, force: true })));
 });
-
-async function freePort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
-  const address = probe.address();
-  await new Promise<void>((resolve) => probe.close(() => resolve()));
-  if (!address || typeof address === "string") throw new Error("no port");
-  return address.port;
-}
 
 /** `npm start` on embedded defaults (PGlite, no Redis) in a fresh DATA_DIR. */
 async function startServerProcess(): Promise<Started> {

@@ -10,7 +10,6 @@ import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { createWriteStream, mkdtempSync, readFileSync, type WriteStream } from "node:fs";
 import { rm } from "node:fs/promises";
-import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -18,6 +17,7 @@ import postgres from "postgres";
 import { expect } from "vitest";
 import WebSocket from "ws";
 import { createChatClient, type ChatClient } from "@chat-service/client";
+import { freePort } from "../helpers/ports.ts";
 import type { FakeSmtp } from "../helpers/smtp.ts";
 
 export const ROOT = fileURLToPath(new URL("../..", import.meta.url));
@@ -29,17 +29,6 @@ export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(r
 
 /** A unique tag for names, e-mails and message contents of one run. */
 export const runTag = (label: string) => `${label}${randomBytes(3).toString("hex")}`;
-
-export async function freePort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve, reject) => {
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", resolve);
-  });
-  const { port } = probe.address() as AddressInfo;
-  await new Promise<void>((resolve) => probe.close(() => resolve()));
-  return port;
-}
 
 // ---- Processes ---------------------------------------------------------------------------
 

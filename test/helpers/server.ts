@@ -2,7 +2,6 @@
 // database when DATABASE_URL is set, PGlite in a temporary DATA_DIR otherwise; with
 // REDIS_URL, a key prefix of its own so files running in parallel never share queues.
 import { mkdtemp, rm } from "node:fs/promises";
-import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { randomBytes } from "node:crypto";
@@ -13,6 +12,7 @@ import { ManualClock } from "../../server/clock.ts";
 import { loadConfig, type Config } from "../../server/config.ts";
 import type { Logger } from "../../server/logger.ts";
 import { restClient, type RestClient } from "./api.ts";
+import { freePort } from "./ports.ts";
 
 export type TestServer = {
   app: App;
@@ -24,16 +24,6 @@ export type TestServer = {
   restart(): Promise<TestServer>;
   close(): Promise<void>;
 };
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer().listen(0, "127.0.0.1", () => {
-      const { port } = probe.address() as AddressInfo;
-      probe.close(() => resolve(port));
-    });
-    probe.on("error", reject);
-  });
-}
 
 export async function createDatabase(adminUrl: string): Promise<{ url: string; drop(): Promise<void> }> {
   const name = `chat_test_${randomBytes(6).toString("hex")}`;
