@@ -87,8 +87,10 @@ describe("kill -9 of the worker mid-burst of deliveries", () => {
     await sleep(1_000);
     worker = await startWorker("owh-worker-2", env);
 
-    // BullMQ gives a dead worker's jobs back after its lock expires (30 s).
-    await receiver.waitFor(MESSAGES, "/burst", 90_000);
+    // BullMQ gives a dead worker's jobs back after its lock expires (30 s) and the new worker's
+    // stalled-job check (every 30 s) sees them: up to a minute, plus the new worker's start,
+    // which took long enough under CI's load that 90 s once ran out.
+    await receiver.waitFor(MESSAGES, "/burst", 150_000);
     const deliveredIds = new Set<string>();
     await expect
       .poll(
