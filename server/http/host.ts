@@ -151,8 +151,7 @@ export function createRequestListener(deps: Deps, router: AppRouter, readiness: 
     return false;
   }
 
-  async function route(req: IncomingMessage & { body?: unknown }, res: ServerResponse) {
-    const url = requestUrl(req.url ?? "/");
+  async function route(req: IncomingMessage & { body?: unknown }, res: ServerResponse, url: URL | undefined) {
     if (!url) return sendJson(res, 400, { message: "Bad Request." });
     const pathname = url.pathname;
     if (applyCors(req, res)) return;
@@ -200,10 +199,11 @@ export function createRequestListener(deps: Deps, router: AppRouter, readiness: 
 
   return withRequestLog(deps.logger, operations.routes, (req: IncomingMessage, res: ServerResponse) => {
     // The route's template (never its ids) labels the request's latency.
-    const pathname = requestUrl(req.url ?? "/")?.pathname;
-    const template = pathname === undefined ? UNMATCHED_ROUTE : operations.routes.templateOf(pathname);
+    // Parsed once: the metrics' label and the routing read the same URL.
+    const url = requestUrl(req.url ?? "/");
+    const template = url === undefined ? UNMATCHED_ROUTE : operations.routes.templateOf(url.pathname);
     operations.metrics.observeRequest(req, res, template);
-    route(req, res).catch((error: unknown) => {
+    route(req, res, url).catch((error: unknown) => {
       if (res.headersSent) {
         res.destroy();
         return;
