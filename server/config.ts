@@ -45,6 +45,10 @@ const notEmpty = (what: string) => z.string().min(1, { error: `must be ${what}` 
 
 const PORT_EXPECTED = "must be a port number: a whole number from 0 to 65535";
 
+/** More server processes than this on one machine is a typo, not a plan (each holds its own connections). */
+export const MAX_WEB_CONCURRENCY = 64;
+const WEB_CONCURRENCY_EXPECTED = `must be a number of server processes: a whole number from 1 to ${MAX_WEB_CONCURRENCY}`;
+
 const envSchema = z.object({
   PORT: z.coerce
     .number({ error: PORT_EXPECTED })
@@ -61,6 +65,12 @@ const envSchema = z.object({
     .regex(/^[A-Za-z0-9:_-]+$/, { error: "must be made of letters, digits, colons, underscores and hyphens" })
     .default("chat"),
   WORKERS: flag(true),
+  WEB_CONCURRENCY: z.coerce
+    .number({ error: WEB_CONCURRENCY_EXPECTED })
+    .int({ error: WEB_CONCURRENCY_EXPECTED })
+    .min(1, { error: WEB_CONCURRENCY_EXPECTED })
+    .max(MAX_WEB_CONCURRENCY, { error: WEB_CONCURRENCY_EXPECTED })
+    .default(1),
   LOG_LEVEL: oneOf(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   APP_URL: httpUrl(),
   APP_KEY: optionalString.pipe(z.string().min(32, { error: "must be at least 32 characters long" }).optional()),
@@ -152,6 +162,8 @@ export type Config = {
   redisUrl: string | undefined;
   redisPrefix: string;
   runWorkers: boolean;
+  /** Server processes `npm start` runs on the port (server/cluster.ts); 1 is this process alone. */
+  webConcurrency: number;
   logLevel: z.infer<typeof envSchema>["LOG_LEVEL"];
   appUrl: string;
   appKey: string;
@@ -273,6 +285,24 @@ function loadOrCreateAppKey(dataDir: string): string {
   return key;
 }
 
+/**
+ * Above one process, live events, throttles and presence must be shared between the processes:
+ * through PostgreSQL and Redis, never the embedded database or memory.
+ */
+function requireSharedServices(e: z.infer<typeof envSchema>): void {
+  if (e.WEB_CONCURRENCY === 1) return;
+  const missing = (["DATABASE_URL", "REDIS_URL"] as const).filter((variable) => e[variable] === undefined);
+  if (missing.length === 0) return;
+  const why = {
+    DATABASE_URL: "the embedded database serves one process only",
+    REDIS_URL: "the processes share live events, throttles and presence through Redis",
+  };
+  const issues = missing.map(
+    (variable) => `${variable} must be set when WEB_CONCURRENCY is above 1 (${why[variable]})`,
+  );
+  throw new ConfigError(`Invalid configuration: ${issues.join("; ")}`);
+}
+
 /** Parses and validates the environment; throws ConfigError naming the bad variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const parsed = envSchema.safeParse(env);
@@ -280,6 +310,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`Invalid configuration: ${describeIssues(parsed.error, env)}`);
   }
   const e = parsed.data;
+  requireSharedServices(e);
   const dataDir = path.resolve(e.DATA_DIR);
   return {
     port: e.PORT,
@@ -289,6 +320,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     redisUrl: e.REDIS_URL,
     redisPrefix: e.REDIS_PREFIX,
     runWorkers: e.WORKERS,
+    webConcurrency: e.WEB_CONCURRENCY,
     logLevel: e.LOG_LEVEL,
     appUrl: (e.APP_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, ""),
     appKey: e.APP_KEY ?? loadOrCreateAppKey(dataDir),

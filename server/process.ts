@@ -100,7 +100,7 @@ function keepServingOnStrayErrors(logger: Logger): void {
  * and `npm start` forwards the same signal to its child. A repeat this soon is that echo, not a
  * person asking to skip the drain (who presses Ctrl-C again once the drain seems to hang).
  */
-const ECHO_WINDOW_MS = 2000;
+export const ECHO_WINDOW_MS = 2000;
 
 /**
  * Runs until SIGTERM/SIGINT, then shuts down gracefully; a second signal (after the echo
