@@ -1,6 +1,15 @@
 // Fan-out: N receivers subscribed over WebSocket (messages.onChannel) to one channel, senders
 // posting to it over REST; and the server memory an idle WebSocket connection costs.
 //
+// With DATABASE_URL set, the fan-out section also measures the same plan against a baseline:
+// bench/baseline-relay.ts, a bare `ws` relay that INSERTs each posted message into a table of
+// its own in the same PostgreSQL and broadcasts it to its sockets (rows with server "baseline",
+// after the service's; BENCH_FANOUT_BASELINE=0 leaves them out). Its receivers are bare `ws`
+// sockets that read the send time out of the broadcast frame as the service's receivers do, into
+// the same Collector. bench/fanout-baseline.ts compares the two sides properly (alternating runs,
+// rate search). An open-loop row passes (`pass`) when at least 99.9% of the due posts were
+// accepted, 99.9% of accepted × N were delivered and the delivery p99 is under 200 ms.
+//
 // Receivers speak the tRPC WebSocket protocol with a bare `ws` socket, in the frames of
 // server/http/trpc-ws-protocol.ts (what @trpc/client's wsLink sends), which costs the load
 // generator far less than a tRPC client per receiver. One receiver of
@@ -20,7 +29,9 @@ import {
   processRssMiB,
   round,
   sleep,
+  startBaselineRelay,
   startBenchServer,
+  startDatabaseCpuWindow,
   startUsageWindow,
   waitForQuietMachine,
   type BenchServer,
@@ -182,6 +193,19 @@ export class Collector {
   }
 }
 
+/**
+ * Records the marked message a frame carries, reading `fanout:<tag>:<seq>:<sentAt>:` straight out
+ * of the frame's bytes (after `"content":"`) without parsing it. False if the frame has no marker.
+ */
+function recordMarkedFrame(data: Buffer, sink: Sink): boolean {
+  const at = data.indexOf(MARKER_IN_FRAME);
+  if (at === -1) return false;
+  const start = at + MARKER_IN_FRAME.length - MARKER.length;
+  const marker = parseMarker(data.toString("latin1", start, Math.min(data.length, start + 80)));
+  if (marker) sink.collector?.record(sink.index, marker.tag, marker.seq, marker.sentAt);
+  return true;
+}
+
 /** Reads `fanout:<tag>:<seq>:<sentAt>:` out of a message's content. */
 function parseMarker(text: string): { tag: string; seq: number; sentAt: number } | undefined {
   if (!text.startsWith(MARKER)) return undefined;
@@ -277,13 +301,7 @@ class RawReceiver implements Receiver {
       this.socket.send(PONG);
       return;
     }
-    const at = data.indexOf(MARKER_IN_FRAME);
-    if (at !== -1) {
-      const start = at + MARKER_IN_FRAME.length - MARKER.length;
-      const marker = parseMarker(data.toString("latin1", start, Math.min(data.length, start + 80)));
-      if (marker) this.sink.collector?.record(this.sink.index, marker.tag, marker.seq, marker.sentAt);
-      return;
-    }
+    if (recordMarkedFrame(data, this.sink)) return;
     let message: { id?: number; result?: { type?: string; data?: unknown }; error?: { message?: string } };
     try {
       message = JSON.parse(data.toString());
@@ -364,6 +382,49 @@ class ClientReceiver implements Receiver {
   }
 }
 
+/**
+ * A bare `ws` socket on the baseline relay (bench/baseline-relay.ts). The relay sends `ready`
+ * first, then every broadcast; the receiver reads each one as RawReceiver reads a tRPC data frame.
+ */
+class BaselineReceiver implements Receiver {
+  readonly sink: Sink = { collector: undefined, index: 0 };
+
+  private constructor(private readonly socket: WebSocket) {
+    socket.on("message", (data: Buffer) => recordMarkedFrame(data, this.sink));
+    socket.on("error", () => {});
+  }
+
+  /** Resolves once the relay's `ready` frame arrived: from then on the socket gets every broadcast. */
+  static open(baseUrl: string): Promise<BaselineReceiver> {
+    return new Promise((resolve, reject) => {
+      const socket = new WebSocket(`${baseUrl.replace(/^http/, "ws")}/ws`, {
+        perMessageDeflate: false,
+        skipUTF8Validation: true,
+      });
+      const timer = setTimeout(() => {
+        socket.terminate();
+        reject(new Error("baseline WebSocket open timed out"));
+      }, 30_000);
+      socket.once("message", () => {
+        clearTimeout(timer);
+        resolve(new BaselineReceiver(socket));
+      });
+      socket.once("error", (error) => {
+        clearTimeout(timer);
+        reject(error);
+      });
+    });
+  }
+
+  close() {
+    this.socket.close();
+  }
+}
+
+export function openBaselineReceivers(relay: BenchServer, count: number): Promise<Receiver[]> {
+  return mapLimit(Array.from({ length: count }), 50, () => BaselineReceiver.open(relay.url));
+}
+
 export async function openReceivers(server: BenchServer, team: Team, count: number): Promise<Receiver[]> {
   const input = { workspace_id: team.workspaceId, channel_id: team.channelId };
   const tokenOf = (i: number) => team.receivers[i % team.receivers.length]!.token;
@@ -413,23 +474,56 @@ export async function recordPost(
   }
 }
 
-function poster(baseUrl: string, team: Team, collector: Collector, stats: SendStats) {
-  const route = new URL(`${baseUrl}/api/v1/workspaces/${team.workspaceId}/channels/${team.channelId}/messages`);
+/**
+ * One side of a fan-out measurement: a server process, its receivers, and where (and with which
+ * bearer token, if any) a post goes. Both sides answer a post with 201.
+ */
+export type FanoutSide = {
+  name: "service" | "baseline";
+  server: BenchServer;
+  receivers: Receiver[];
+  route: URL;
+  token: (seq: number) => string | undefined;
+};
+
+/** The service: posts to #general over REST, from the sender accounts in turn. */
+export function serviceSide(server: BenchServer, team: Team, receivers: Receiver[]): FanoutSide {
+  return {
+    name: "service",
+    server,
+    receivers,
+    route: new URL(`${server.url}/api/v1/workspaces/${team.workspaceId}/channels/${team.channelId}/messages`),
+    token: (seq) => team.senders[seq % team.senders.length]!.token,
+  };
+}
+
+/** The baseline relay: the same JSON body, without authentication. */
+export function baselineSide(relay: BenchServer, receivers: Receiver[]): FanoutSide {
+  return {
+    name: "baseline",
+    server: relay,
+    receivers,
+    route: new URL(`${relay.url}/channels/general/messages`),
+    token: () => undefined,
+  };
+}
+
+function poster(side: Pick<FanoutSide, "route" | "token">, collector: Collector, stats: SendStats) {
+  const { route } = side;
   return async (seq: number) => {
-    const sender = team.senders[seq % team.senders.length]!;
     stats.attempted++;
     const sentAt = performance.now();
     const content = `${MARKER}${collector.runTag}:${seq}:${sentAt.toFixed(3)}:${PADDING}`;
     await recordPost(stats, collector, seq, sentAt, async () => {
-      const { status } = await postJson(route, sender.token, JSON.stringify({ content }));
+      const { status } = await postJson(route, side.token(seq), JSON.stringify({ content }));
       return status === 201 ? "ok" : `HTTP ${status}`;
     });
   };
 }
 
 /** Closed loop: `senders` posts in flight at all times, for the window. */
-async function sendAtMax(post: (seq: number) => Promise<void>, senders: number, maxMessages: number) {
-  const end = performance.now() + SEND_SECONDS * 1000;
+async function sendAtMax(post: (seq: number) => Promise<void>, senders: number, maxMessages: number, seconds: number) {
+  const end = performance.now() + seconds * 1000;
   let next = 0;
   await Promise.all(
     Array.from({ length: senders }, async () => {
@@ -441,7 +535,13 @@ async function sendAtMax(post: (seq: number) => Promise<void>, senders: number, 
 // ---------------------------------------------------------------------------------------------
 // A fan-out run
 
+/** The pass rule of an open-loop row (see the header). */
+export const PASS_DELIVERED_PCT = 99.9;
+export const PASS_P99_MS = 200;
+
 export type FanoutRow = {
+  /** "service" (server/main.ts) or "baseline" (bench/baseline-relay.ts). */
+  server: FanoutSide["name"];
   receivers: number;
   rate: string;
   seconds: number;
@@ -453,6 +553,8 @@ export type FanoutRow = {
   deliveries: number;
   deliveries_per_s: number;
   delivered_pct: number;
+  /** Open loop: the pass rule held (see the header). Null for the closed-loop max row. */
+  pass: boolean | null;
   duplicates: number;
   p50_ms: number;
   p95_ms: number;
@@ -461,10 +563,17 @@ export type FanoutRow = {
   post_p50_ms: number;
   post_p99_ms: number;
   server_cpu_pct: number;
+  /** The server process's CPU time over the row (window and drain) per delivery, in µs. */
+  server_cpu_us_per_delivery: number | null;
+  /**
+   * CPU time of the PostgreSQL backends connected to the bench database over the row, per
+   * accepted message, in µs (null on PGlite). See startDatabaseCpuWindow.
+   */
+  pg_cpu_us_per_message: number | null;
   server_rss_mib: number;
   server_rss_peak_mib: number;
-  /** The server's JS heap in use after the run and a full GC: growth between runs would be a leak. */
-  server_heap_after_gc_mib: number;
+  /** The server's JS heap in use after the run and a full GC: growth between runs would be a leak (null: not measured). */
+  server_heap_after_gc_mib: number | null;
   stores_cpu_pct: number;
   bench_cpu_pct: number;
   other_cpu_pct: number;
@@ -472,33 +581,41 @@ export type FanoutRow = {
   errors?: Record<string, number>;
 };
 
-async function fanoutRun(
-  server: BenchServer,
-  team: Team,
-  receivers: Receiver[],
+let runCounter = 0;
+
+/**
+ * One row: posts to `side` at `rate` (an open loop; "max": a closed loop) for `seconds`, then
+ * waits up to `drainSeconds` for every accepted message to reach every receiver.
+ */
+export async function fanoutRun(
+  side: FanoutSide,
   rate: number | "max",
   label: string,
-  runNumber: number,
+  options: { seconds?: number; drainSeconds?: number; measureHeap?: boolean } = {},
 ): Promise<FanoutRow> {
+  const { server, receivers } = side;
+  const seconds = options.seconds ?? SEND_SECONDS;
+  const drainSeconds = options.drainSeconds ?? DRAIN_SECONDS;
   const maxMessages =
     rate === "max"
       ? Math.max(1000, Math.min(50_000, Math.floor(40_000_000 / receivers.length)))
-      : Math.ceil(rate * SEND_SECONDS) + 1;
-  const collector = new Collector(`r${runNumber}x${Date.now().toString(36)}`, receivers.length, maxMessages);
+      : Math.ceil(rate * seconds) + 1;
+  const collector = new Collector(`r${runCounter++}x${Date.now().toString(36)}`, receivers.length, maxMessages);
   receivers.forEach((receiver, index) => {
     receiver.sink.collector = collector;
     receiver.sink.index = index;
   });
   const stats: SendStats = { attempted: 0, accepted: 0, errors: new Map(), skipped: 0, postLatencies: [] };
-  const post = poster(server.url, team, collector, stats);
+  const post = poster(side, collector, stats);
 
+  const databaseCpu = process.env.DATABASE_URL ? await startDatabaseCpuWindow(process.env.DATABASE_URL) : undefined;
   const usage = startUsageWindow(server.pid);
   const firstSendAt = performance.now();
-  if (rate === "max") await sendAtMax(post, MAX_RATE_SENDERS, maxMessages);
+  if (rate === "max") await sendAtMax(post, MAX_RATE_SENDERS, maxMessages, seconds);
   else {
     await postAtRate(post, {
       rate,
-      seconds: SEND_SECONDS,
+      seconds,
       maxMessages,
       maxInFlight: MAX_IN_FLIGHT,
       onSkip: () => stats.skipped++,
@@ -508,14 +625,18 @@ async function fanoutRun(
 
   // Wait for every accepted message to reach every receiver, or for the drain window to pass.
   const expected = stats.accepted * receivers.length;
-  const drainEnd = performance.now() + DRAIN_SECONDS * 1000;
+  const drainEnd = performance.now() + drainSeconds * 1000;
   while (collector.deliveries < expected && performance.now() < drainEnd) await sleep(20);
   const window = usage.finish();
+  const databaseCpuSeconds = await databaseCpu?.finish();
   for (const receiver of receivers) receiver.sink.collector = undefined;
-  const heap = await server.heap!.collectAndMeasure();
+  const heap = options.measureHeap === false ? undefined : await server.heap?.collectAndMeasure();
 
   const delivered = collector.deliveredOfAccepted();
   const latencies = collector.latencies.slice(0, collector.deliveries).sort();
+  const p99 = percentile(latencies, 99);
+  const due = stats.attempted + stats.skipped;
+  const notPosted = due - stats.accepted;
   const postLatencies = stats.postLatencies.sort((a, b) => a - b);
   const deliverySeconds = collector.deliveries > 0 ? (collector.lastDeliveryAt - firstSendAt) / 1000 : sendSeconds;
   const postErrors = [...stats.errors.values()].reduce((sum, count) => sum + count, 0);
@@ -523,6 +644,7 @@ async function fanoutRun(
   for (const text of collector.errors) errors[`receiver: ${text}`] = (errors[`receiver: ${text}`] ?? 0) + 1;
   if (collector.outOfRange > 0) errors["receiver: unknown message"] = collector.outOfRange;
   return {
+    server: side.name,
     receivers: receivers.length,
     rate: label,
     seconds: round(sendSeconds, 1),
@@ -534,17 +656,30 @@ async function fanoutRun(
     deliveries: collector.deliveries,
     deliveries_per_s: Math.round(collector.deliveries / deliverySeconds),
     delivered_pct: expected === 0 ? 0 : round((delivered / expected) * 100, 2),
+    pass:
+      rate === "max"
+        ? null
+        : expected > 0 &&
+          notPosted <= due * (1 - PASS_DELIVERED_PCT / 100) &&
+          delivered >= expected * (PASS_DELIVERED_PCT / 100) &&
+          p99 < PASS_P99_MS,
     duplicates: collector.duplicates,
     p50_ms: round(percentile(latencies, 50), 1),
     p95_ms: round(percentile(latencies, 95), 1),
-    p99_ms: round(percentile(latencies, 99), 1),
+    p99_ms: round(p99, 1),
     max_ms: round(latencies.length > 0 ? latencies[latencies.length - 1]! : 0, 1),
     post_p50_ms: round(percentile(postLatencies, 50), 1),
     post_p99_ms: round(percentile(postLatencies, 99), 1),
     server_cpu_pct: Math.round(window.serverCpuPct),
+    server_cpu_us_per_delivery:
+      collector.deliveries > 0 ? round((window.serverCpuSeconds / collector.deliveries) * 1e6, 1) : null,
+    pg_cpu_us_per_message:
+      databaseCpuSeconds !== undefined && stats.accepted > 0
+        ? round((databaseCpuSeconds / stats.accepted) * 1e6, 0)
+        : null,
     server_rss_mib: Math.round(window.rssEnd),
     server_rss_peak_mib: Math.round(window.rssPeak),
-    server_heap_after_gc_mib: round(heap.usedMiB, 1),
+    server_heap_after_gc_mib: heap ? round(heap.usedMiB, 1) : null,
     stores_cpu_pct: Math.round(window.storesCpuPct),
     bench_cpu_pct: Math.round(window.benchCpuPct),
     other_cpu_pct: Math.round(window.otherCpuPct),
@@ -553,49 +688,81 @@ async function fanoutRun(
   };
 }
 
+/** Whether the fan-out section also measures the baseline relay (needs DATABASE_URL). */
+function baselineWanted(): boolean {
+  return Boolean(process.env.DATABASE_URL) && process.env.BENCH_FANOUT_BASELINE !== "0";
+}
+
+/**
+ * The planned rows against one side: receivers are opened (through `open`) whenever the count
+ * changes; the "80% of max" row takes the max row's accepted rate just measured.
+ */
+async function measurePlan(
+  runs: { receivers: number; rate: PlannedRate }[],
+  open: (count: number) => Promise<FanoutSide>,
+  log: (line: string) => void,
+  prefix: string,
+): Promise<FanoutRow[]> {
+  const rows: FanoutRow[] = [];
+  let side: FanoutSide | undefined;
+  try {
+    let maxAccepted = 0;
+    for (const run of runs) {
+      if (side?.receivers.length !== run.receivers) {
+        for (const receiver of side?.receivers ?? []) receiver.close();
+        side = undefined;
+        await sleep(500);
+        log(`${prefix}: opening ${run.receivers} WebSocket receivers`);
+        side = await open(run.receivers);
+        await sleep(500);
+      }
+      const rate = run.rate === "80% of max" ? Math.max(1, Math.round(maxAccepted * 0.8)) : run.rate;
+      const label =
+        run.rate === "max"
+          ? `max (${MAX_RATE_SENDERS} in flight)`
+          : run.rate === "80% of max"
+            ? `${rate}/s (80% of max)`
+            : `${rate}/s (target)`;
+      if (QUIET_WAIT_SECONDS > 0) {
+        const busy = await waitForQuietMachine(QUIET_WAIT_SECONDS);
+        if (busy >= 15)
+          log(`${prefix}: the machine is still ${Math.round(busy)}% busy with other work; measuring anyway`);
+      }
+      log(`${prefix}: ${run.receivers} receivers, ${label}, ${SEND_SECONDS} s`);
+      const row = await fanoutRun(side, rate, label);
+      if (run.rate === "max") maxAccepted = row.accepted_per_s;
+      rows.push(row);
+      await sleep(1000);
+    }
+  } finally {
+    for (const receiver of side?.receivers ?? []) receiver.close();
+  }
+  return rows;
+}
+
 export async function runFanout(log: (line: string) => void): Promise<FanoutRow[]> {
   const runs = plannedRuns();
   if (runs.length === 0) return [];
-  const server = await startBenchServer("fanout", { inspect: true });
   const rows: FanoutRow[] = [];
+  const server = await startBenchServer("fanout", { inspect: true });
   try {
     log(`fan-out: setting up ${RECEIVER_ACCOUNTS} receiver and ${SENDER_ACCOUNTS} sender accounts`);
     const team = await setupTeam(server.url, RECEIVER_ACCOUNTS, SENDER_ACCOUNTS);
-    let receivers: Receiver[] = [];
-    try {
-      let maxAccepted = 0;
-      for (const [index, run] of runs.entries()) {
-        if (receivers.length !== run.receivers) {
-          for (const receiver of receivers) receiver.close();
-          receivers = [];
-          await sleep(500);
-          log(`fan-out: opening ${run.receivers} subscribed WebSocket receivers`);
-          receivers = await openReceivers(server, team, run.receivers);
-          await sleep(500);
-        }
-        const rate = run.rate === "80% of max" ? Math.max(1, Math.round(maxAccepted * 0.8)) : run.rate;
-        const label =
-          run.rate === "max"
-            ? `max (${MAX_RATE_SENDERS} in flight)`
-            : run.rate === "80% of max"
-              ? `${rate}/s (80% of max)`
-              : `${rate}/s (target)`;
-        if (QUIET_WAIT_SECONDS > 0) {
-          const busy = await waitForQuietMachine(QUIET_WAIT_SECONDS);
-          if (busy >= 15)
-            log(`fan-out: the machine is still ${Math.round(busy)}% busy with other work; measuring anyway`);
-        }
-        log(`fan-out: ${run.receivers} receivers, ${label}, ${SEND_SECONDS} s`);
-        const row = await fanoutRun(server, team, receivers, rate, label, index);
-        if (run.rate === "max") maxAccepted = row.accepted_per_s;
-        rows.push(row);
-        await sleep(1000);
-      }
-    } finally {
-      for (const receiver of receivers) receiver.close();
-    }
+    const open = async (count: number) => serviceSide(server, team, await openReceivers(server, team, count));
+    rows.push(...(await measurePlan(runs, open, log, "fan-out")));
   } finally {
     await server.stop();
+  }
+  if (!baselineWanted()) {
+    if (!process.env.DATABASE_URL) log("fan-out: no baseline rows (the baseline relay needs DATABASE_URL)");
+    return rows;
+  }
+  const relay = await startBaselineRelay();
+  try {
+    const open = async (count: number) => baselineSide(relay, await openBaselineReceivers(relay, count));
+    rows.push(...(await measurePlan(runs, open, log, "fan-out baseline")));
+  } finally {
+    await relay.stop();
   }
   return rows;
 }
@@ -715,7 +882,7 @@ export async function runIdle(
       socket.sink.index = index;
     });
     const stats: SendStats = { attempted: 0, accepted: 0, errors: new Map(), skipped: 0, postLatencies: [] };
-    const post = poster(server.url, team, collector, stats);
+    const post = poster(serviceSide(server, team, []), collector, stats);
     const usage = startUsageWindow(server.pid);
     for (let seq = 0; seq < 10; seq++) {
       await post(seq);

@@ -150,6 +150,53 @@ export async function startBenchServer(
   };
 }
 
+/**
+ * Starts bench/baseline-relay.ts (a bare `ws` + `node:http` relay that INSERTs each posted message
+ * into a table of its own in the PostgreSQL of DATABASE_URL and broadcasts it) as its own process
+ * on a free port, with the inspector for heap readings, as startBenchServer does for the service.
+ * Needs DATABASE_URL. `stop()` ends it with SIGTERM, on which it drops its table.
+ */
+export async function startBaselineRelay(): Promise<BenchServer> {
+  if (!process.env.DATABASE_URL) throw new Error("the baseline relay needs DATABASE_URL");
+  const port = await freePort();
+  const inspectPort = await freePort();
+  const child = spawn(
+    process.execPath,
+    ["--import", "tsx", `--inspect=127.0.0.1:${inspectPort}`, "bench/baseline-relay.ts"],
+    {
+      cwd: ROOT,
+      env: { ...process.env, PORT: String(port), BASELINE_TABLE: "bench_baseline_messages" },
+      stdio: ["ignore", "inherit", "pipe"],
+    },
+  );
+  createInterface({ input: child.stderr! }).on("line", (line) => {
+    if (!/^(Debugger (listening on|ending on|attached)|For help, see:)/.test(line)) process.stderr.write(`${line}\n`);
+  });
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  const url = `http://127.0.0.1:${port}`;
+  try {
+    await waitUntilReady(url, 30_000);
+  } catch (error) {
+    child.kill("SIGKILL");
+    await exited;
+    throw error;
+  }
+  const heap = await connectInspector(inspectPort);
+  return {
+    url,
+    pid: child.pid!,
+    child,
+    heap,
+    async stop() {
+      heap.close();
+      child.kill("SIGTERM");
+      const forced = setTimeout(() => child.kill("SIGKILL"), 10_000);
+      await exited;
+      clearTimeout(forced);
+    },
+  };
+}
+
 /** Talks to the server's inspector (only ever on 127.0.0.1) to force a GC and read the heap. */
 async function connectInspector(port: number): Promise<NonNullable<BenchServer["heap"]>> {
   const { default: WebSocket } = await import("ws");
@@ -263,6 +310,52 @@ function cpuByName(names: Set<string>): Map<number, number> {
 const STORE_PROCESSES = new Set(["postgres", "redis-server"]);
 
 /**
+ * CPU of the PostgreSQL backends serving the database of `databaseUrl` only (those connected to
+ * it at the start or at the end of the window, less the one asking), read from /proc: the
+ * PostgreSQL on a shared machine may be serving other work at the same time. Auxiliary processes
+ * (WAL writer, checkpointer) are not counted. `finish()` resolves with CPU seconds.
+ */
+export async function startDatabaseCpuWindow(databaseUrl: string): Promise<{ finish(): Promise<number> }> {
+  const { default: postgres } = await import("postgres");
+  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
+  const backends = async () =>
+    (
+      await sql<{ pid: number }[]>`
+        select pid from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()`
+    ).map((row) => row.pid);
+  const cpuOf = (pids: number[]) => {
+    const result = new Map<number, number>();
+    for (const pid of pids) {
+      try {
+        result.set(pid, processCpuSeconds(pid));
+      } catch {
+        // The backend ended.
+      }
+    }
+    return result;
+  };
+  let before: Map<number, number>;
+  try {
+    before = cpuOf(await backends());
+  } catch (error) {
+    await sql.end({ timeout: 1 });
+    throw error;
+  }
+  return {
+    async finish() {
+      try {
+        const after = cpuOf([...new Set([...before.keys(), ...(await backends())])]);
+        let total = 0;
+        for (const [pid, seconds] of after) total += seconds - (before.get(pid) ?? 0);
+        return total;
+      } finally {
+        await sql.end({ timeout: 1 });
+      }
+    },
+  };
+}
+
+/**
  * Waits (at most `maxSeconds`) until the machine is nearly idle (under 15% busy over a second),
  * so that a measurement does not start while other work holds the cores. Returns the last
  * busy share seen (100 = every core busy).
@@ -304,12 +397,15 @@ export function startUsageWindow(pid: number) {
       const rssEnd = processRssMiB(pid);
       let storesCpu = 0;
       for (const [storePid, seconds] of cpuByName(STORE_PROCESSES)) storesCpu += seconds - (stores0.get(storePid) ?? 0);
-      const serverCpuPct = ((processCpuSeconds(pid) - cpu0) / seconds) * 100;
+      const serverCpuSeconds = processCpuSeconds(pid) - cpu0;
+      const serverCpuPct = (serverCpuSeconds / seconds) * 100;
       const benchCpuPct = ((self.user + self.system) / 1e6 / seconds) * 100;
       const storesCpuPct = (storesCpu / seconds) * 100;
       const machineBusyPct = ((machine1.busy - machine0.busy) / Math.max(1, machine1.total - machine0.total)) * 100;
       return {
         seconds,
+        /** CPU seconds (user + system) of the server process. */
+        serverCpuSeconds,
         serverCpuPct,
         benchCpuPct,
         /** PostgreSQL and Redis processes together (100 = one core). */

@@ -1,10 +1,17 @@
-// `npm run bench [-- requests|fanout|idle|push|translation|webhooks|outbound ...]`: load scenarios against the real server, started
-// as its own process for each section (PGlite, or PostgreSQL/Redis when DATABASE_URL/REDIS_URL
-// are set). Every loop is bounded in time and count, and only talks to 127.0.0.1. Prints a
-// table per section, then everything as one line of JSON. With no argument, all of them run.
+// `npm run bench [-- requests|fanout|fanout-baseline|idle|push|translation|webhooks|outbound ...]`: load scenarios against the
+// real server, started as its own process for each section (PGlite, or PostgreSQL/Redis when
+// DATABASE_URL/REDIS_URL are set). Every loop is bounded in time and count, and only talks to
+// 127.0.0.1. Prints a table per section, then everything as one line of JSON. With no argument,
+// all of them run but fanout-baseline (about 15 minutes; only when named).
 //
 //   requests  request/response throughput and latency of the main paths (BENCH_SECONDS each)
-//   fanout    N receivers on one channel over WebSocket, senders over REST (BENCH_FANOUT=10,100,1000)
+//   fanout    N receivers on one channel over WebSocket, senders over REST (BENCH_FANOUT=10,100,1000);
+//             with DATABASE_URL the same rows again against the baseline relay, a bare `ws` server
+//             with one INSERT per message (bench/baseline-relay.ts; BENCH_FANOUT_BASELINE=0: not)
+//   fanout-baseline  service against the baseline relay, highest passing open-loop rate of each
+//             (99.9% delivered, p99 < 200 ms) by a rate search to 5%, median of BENCH_RUNS (3)
+//             alternating runs, at BENCH_FANOUT (here 100,1000) receivers; ratio and CPU per
+//             delivery; needs DATABASE_URL. Knobs in bench/fanout-baseline.ts.
 //   idle      server memory per idle WebSocket connection at BENCH_IDLE_CONNECTIONS (5000)
 //   push      a channel of BENCH_PUSH_MEMBERS (1000) members with one Expo device each (a fake
 //             Expo in this process): post latency at BENCH_PUSH_RATE (20/s) for BENCH_SECONDS (10)
@@ -22,14 +29,26 @@
 //             worker process to a local receiver: deliveries/s (target 500; needs PostgreSQL and Redis)
 import { cpus, totalmem } from "node:os";
 import { runFanout, runIdle } from "./fanout.ts";
+import { runFanoutBaseline } from "./fanout-baseline.ts";
 import { runOutbound } from "./outbound.ts";
 import { runPush } from "./push.ts";
 import { runRequestRows } from "./requests.ts";
 import { runTranslation } from "./translation.ts";
 import { runWebhooks } from "./webhooks.ts";
 
-const SECTIONS = ["requests", "fanout", "idle", "push", "translation", "webhooks", "outbound"] as const;
+const SECTIONS = [
+  "requests",
+  "fanout",
+  "fanout-baseline",
+  "idle",
+  "push",
+  "translation",
+  "webhooks",
+  "outbound",
+] as const;
 type Section = (typeof SECTIONS)[number];
+/** Sections that run only when named. */
+const ON_REQUEST: readonly Section[] = ["fanout-baseline"];
 
 const asked = process.argv.slice(2).filter((arg) => arg !== "--");
 const unknown = asked.filter((arg) => !(SECTIONS as readonly string[]).includes(arg));
@@ -37,7 +56,9 @@ if (unknown.length > 0) {
   console.error(`unknown section(s): ${unknown.join(", ")}; choose from ${SECTIONS.join(", ")}`);
   process.exit(2);
 }
-const selected = new Set<Section>(asked.length > 0 ? (asked as Section[]) : SECTIONS);
+const selected = new Set<Section>(
+  asked.length > 0 ? (asked as Section[]) : SECTIONS.filter((section) => !ON_REQUEST.includes(section)),
+);
 const log = (line: string) => console.error(`[bench] ${line}`);
 
 const result: Record<string, unknown> = {
@@ -60,6 +81,7 @@ if (selected.has("fanout")) {
   // The table keeps the main columns; the JSON line has them all.
   console.table(
     rows.map((row) => ({
+      server: row.server,
       receivers: row.receivers,
       rate: row.rate,
       "accepted/s": row.accepted_per_s,
@@ -68,10 +90,13 @@ if (selected.has("fanout")) {
       p50_ms: row.p50_ms,
       p95_ms: row.p95_ms,
       p99_ms: row.p99_ms,
+      pass: row.pass ?? "-",
       "post p99 ms": row.post_p99_ms,
       "server cpu %": row.server_cpu_pct,
+      "cpu µs/delivery": row.server_cpu_us_per_delivery ?? "-",
+      "pg cpu µs/msg": row.pg_cpu_us_per_message ?? "-",
       "rss MiB": row.server_rss_mib,
-      "heap MiB": row.server_heap_after_gc_mib,
+      "heap MiB": row.server_heap_after_gc_mib ?? "-",
       "pg+redis cpu %": row.stores_cpu_pct,
       "bench cpu %": row.bench_cpu_pct,
       "other cpu %": row.other_cpu_pct,
@@ -79,6 +104,42 @@ if (selected.has("fanout")) {
     })),
   );
   result.fanout = rows;
+}
+if (selected.has("fanout-baseline")) {
+  const comparison = await runFanoutBaseline(log);
+  const dash = (value: number | null) => value ?? "-";
+  console.table(
+    comparison.rows.map((row) => ({
+      receivers: row.receivers,
+      runs: row.runs,
+      "service msg/s": dash(row.service_rate),
+      "baseline msg/s": dash(row.baseline_rate),
+      "service/baseline": dash(row.ratio),
+      "service cpu µs/delivery": dash(row.service_cpu_us_per_delivery),
+      "baseline cpu µs/delivery": dash(row.baseline_cpu_us_per_delivery),
+      "service pg µs/msg": dash(row.service_pg_cpu_us_per_message),
+      "baseline pg µs/msg": dash(row.baseline_pg_cpu_us_per_message),
+      "service p99 ms": dash(row.service_p99_ms),
+      "baseline p99 ms": dash(row.baseline_p99_ms),
+      "baseline bench cpu %": dash(row.baseline_bench_cpu_pct),
+      "other cpu %": dash(row.other_cpu_pct),
+    })),
+  );
+  // Each run: the highest passing rate of each side, in the order measured.
+  console.table(
+    comparison.rows.map((row) => ({
+      receivers: row.receivers,
+      "service msg/s (each run)": row.service_rates.join(", "),
+      "baseline msg/s (each run)": row.baseline_rates.join(", "),
+      "ratio (each run)": row.ratios.map(dash).join(", "),
+    })),
+  );
+  result.fanout_baseline = {
+    settings: comparison.settings,
+    rows: comparison.rows,
+    // The probes in brief; the best probe of each search in full.
+    searches: comparison.searches,
+  };
 }
 if (selected.has("idle")) {
   const idle = await runIdle(log);
