@@ -6,6 +6,12 @@ import { fileURLToPath } from "node:url";
 import { sql } from "drizzle-orm";
 import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
 import * as schema from "./schema/index.ts";
+import {
+  attributePostgresQueries,
+  countPGliteStatements,
+  postgresStatementHook,
+  StatementCounter,
+} from "./statement-count.ts";
 
 export type Schema = typeof schema;
 export type Database = PgDatabase<PgQueryResultHKT, Schema>;
@@ -26,6 +32,10 @@ export type DatabaseHandle = {
   session(): Promise<DbSession>;
   /** Resolves when the database answers a trivial query. */
   ping(): Promise<void>;
+  /** LISTEN on a channel (NOTIFY from any connection, any process); resolves with a function that stops. */
+  listen(channel: string, onNotify: () => void): Promise<() => Promise<void>>;
+  /** Every statement sent on any connection, by scope (db/statement-count.ts). */
+  statements: StatementCounter;
   close(): Promise<void>;
 };
 
@@ -47,7 +57,13 @@ export async function openDatabase(options: {
     const { default: postgres } = await import("postgres");
     const { drizzle } = await import("drizzle-orm/postgres-js");
     const { migrate } = await import("drizzle-orm/postgres-js/migrator");
-    const client = postgres(options.databaseUrl, { max: 10, onnotice: () => {} });
+    const statements = new StatementCounter();
+    const client = postgres(options.databaseUrl, {
+      max: 10,
+      onnotice: () => {},
+      debug: postgresStatementHook(statements),
+    });
+    attributePostgresQueries(client);
     const db = drizzle(client, { schema, casing: "snake_case" });
     // Several processes may start together against one database: serialize migrations.
     const lockConnection = await client.reserve();
@@ -72,6 +88,11 @@ export async function openDatabase(options: {
       ping: async () => {
         await client`select 1`;
       },
+      statements,
+      listen: async (channel, onNotify) => {
+        const { unlisten } = await client.listen(channel, () => onNotify());
+        return unlisten;
+      },
       close: () => client.end({ timeout: 5 }),
     };
   }
@@ -82,6 +103,8 @@ export async function openDatabase(options: {
   const directory = path.join(options.dataDir, "pglite");
   mkdirSync(directory, { recursive: true });
   const client = await PGlite.create(directory);
+  const statements = new StatementCounter();
+  countPGliteStatements(client, statements);
   const db = drizzle(client, { schema, casing: "snake_case" });
   await migrate(db, { migrationsFolder: MIGRATIONS_FOLDER });
   return {
@@ -93,6 +116,11 @@ export async function openDatabase(options: {
     }),
     ping: async () => {
       await db.execute(sql`select 1`);
+    },
+    statements,
+    listen: async (channel, onNotify) => {
+      const unlisten = await client.listen(channel, () => onNotify());
+      return unlisten;
     },
     close: () => client.close(),
   };

@@ -3,6 +3,7 @@
 // statement prepared here is built once per database handle (with `sql.placeholder` for its
 // values) and PostgreSQL plans it once per connection. Use it only where a query runs on
 // nearly every request: everything else stays plain drizzle.
+import { sql, type SQL } from "drizzle-orm";
 import type { Database } from "./client.ts";
 
 const statements = new WeakMap<Database, Map<string, unknown>>();
@@ -35,4 +36,16 @@ export async function runPrepared<Row>(db: Database, text: string, params: unkno
   const client = (db as unknown as { $client: PostgresJsClient | PGliteClient }).$client;
   if ("unsafe" in client) return (await client.unsafe(text, params, { prepare: true })) as Row[];
   return (await client.query(text, params)).rows as Row[];
+}
+
+/**
+ * A list as one parameter, for `= any(${arrayParam(ids)}::text[])` or `unnest(…::bigint[])`:
+ * written as PostgreSQL's array literal, so it passes the same through postgres.js (whose array
+ * serializer drizzle turns off) and PGlite. Every element is quoted; null is NULL.
+ */
+export function arrayParam(values: readonly (string | number | null)[]): SQL {
+  const elements = values.map((value) =>
+    value === null ? "NULL" : `"${String(value).replace(/\\/g, "\\\\").replace(/"/g, '\\"')}"`,
+  );
+  return sql`${`{${elements.join(",")}}`}`;
 }

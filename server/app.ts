@@ -5,6 +5,7 @@ import type { Duplex } from "node:stream";
 import type { AddressInfo } from "node:net";
 import { WebSocketServer } from "ws";
 import { openDatabase, type DatabaseHandle } from "../db/client.ts";
+import { statementScope } from "../db/statement-count.ts";
 import { appRouter } from "../routers/index.ts";
 import { buildJobHandlers, scheduleRecurringJobs } from "../workers/index.ts";
 import { systemClock, type Clock } from "./clock.ts";
@@ -14,7 +15,7 @@ import { cannotListen, cannotOpenDatabase } from "./process.ts";
 import type { Deps } from "./deps.ts";
 import { InProcessEventBus, RedisEventBus } from "./events/bus.ts";
 import { EventRelay } from "./events/relay.ts";
-import { OutboundDispatcher } from "./services/outbound/dispatch.ts";
+import { createConsumers } from "./consumers/index.ts";
 import { createRequestListener } from "./http/host.ts";
 import { createQueueDashboard } from "./http/queue-dashboard.ts";
 import { inSocketScope, logWebSocketConnections } from "./http/request-log.ts";
@@ -26,7 +27,7 @@ import { startBullMqWorkers, BullMqJobQueue } from "./jobs/bullmq.ts";
 import type { JobHandlers, JobQueue } from "./jobs/definition.ts";
 import { JobOutbox, settleOutboxJobs } from "./jobs/outbox.ts";
 import { InProcessJobQueue } from "./jobs/in-process.ts";
-import { createLogger, type Logger } from "./logger.ts";
+import { createLogger, requestScope, type Logger } from "./logger.ts";
 import { createMailTransport } from "./mail/transport.ts";
 import { createRedis, REDIS_COMMAND_TIMEOUT_MS } from "./redis.ts";
 import { within } from "./timeout.ts";
@@ -100,8 +101,8 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
     ? new RedisEventBus(config.redisUrl, config.redisPrefix, logger)
     : new InProcessEventBus();
   const jobOutbox = new JobOutbox({ db: database.db, jobs, definitions: () => handlers, clock, logger });
-  const dispatcher = new OutboundDispatcher({ db: database.db, clock, logger, jobOutbox });
-  const relay = new EventRelay({ database, events, clock, logger, onPositioned: () => dispatcher.wake() });
+  const consumers = createConsumers({ db: database.db, clock, logger, config, onJobsWritten: () => jobOutbox.wake() });
+  const relay = new EventRelay({ database, events, clock, logger, consumers });
   const credentials = new CredentialWatch({ db: database.db, events, clock, logger });
   const deps: Deps = {
     config,
@@ -112,7 +113,6 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
     jobOutbox,
     events,
     relay,
-    outboundDispatcher: dispatcher,
     credentials,
     throttle: createThrottle({ redis, prefix: config.redisPrefix, webhookQuotaPerHour: config.webhookQuotaPerHour }),
     singleUse: createSingleUseStore({ redis, prefix: config.redisPrefix, db: database.db, clock }),
@@ -129,7 +129,6 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
   if (database.driver === "postgres") metrics.sources.databaseConnections = () => postgresConnections(database.db);
   relay.start();
   jobOutbox.start();
-  dispatcher.start();
   // Not awaited: start-up must not wait for Redis.
   credentials.start().catch((error: unknown) => logger.warn({ err: error }, "could not watch credentials"));
   return {
@@ -141,10 +140,9 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
       for (const { name, reason } of push.skipped) logger.warn({ provider: name }, `push: ${name} is off (${reason})`);
     },
     async close() {
-      // The relay first: it publishes what is committed while the bus and database are still open.
+      // The relay first: it publishes what is committed while the bus and database are still
+      // open, and its consumers write their work (and jobs), which the outbox hands over next.
       await relay.close();
-      // Then the dispatcher, whose deliveries' jobs the outbox hands over next.
-      await dispatcher.close();
       credentials.close();
       // The outbox before the queue: it hands over what is committed while the queue is open.
       await jobOutbox.close();
@@ -171,6 +169,8 @@ function startWorkerDuties(core: Core): void {
 
 export type App = {
   deps: Deps;
+  /** The database handle: its `statements` count what each request sent (the tests' budgets). */
+  database: DatabaseHandle;
   server: Server;
   url: string;
   /** The live WebSocket connections (closed with 1001 at shutdown). */
@@ -237,7 +237,9 @@ export async function startApp(config: Config, options: AppOptions = {}): Promis
       else deps.logger.debug({ err: error, path }, "websocket request refused");
     },
     onEventDelivered: () => metrics.eventDelivered(),
-    inRequestScope: inSocketScope,
+    // A frame's statements are counted under the connection's request id (its log scope's).
+    inRequestScope: (req, work) =>
+      inSocketScope(req, () => statementScope(requestScope.getStore()?.reqId ?? "websocket", work)),
   });
   metrics.sources.webSocketConnections = () => wss.clients.size;
   metrics.sources.liveSubscriptions = () => wsHandler.subscriptionCount();
@@ -275,6 +277,7 @@ export async function startApp(config: Config, options: AppOptions = {}): Promis
   let closing: Promise<void> | undefined;
   return {
     deps,
+    database: core.database,
     server,
     url,
     webSockets: wss,

@@ -9,7 +9,6 @@ import type { JobQueue } from "./jobs/definition.ts";
 import type { JobOutbox } from "./jobs/outbox.ts";
 import type { Logger } from "./logger.ts";
 import type { CredentialWatch } from "./services/accounts/credential-watch.ts";
-import type { OutboundDispatcher } from "./services/outbound/dispatch.ts";
 import type { SingleUseStore } from "./services/single-use-store.ts";
 import type { SocialProviders } from "./services/social/providers.ts";
 import type { Throttle } from "./services/throttle.ts";
@@ -25,10 +24,11 @@ export type Deps = {
   /** Hands committed job rows to the queue; wake it after a commit that wrote some. */
   jobOutbox: Pick<JobOutbox, "wake" | "flush">;
   events: EventBus;
-  /** Publishes committed events; wake it after a commit that wrote some. */
+  /**
+   * Publishes committed events and feeds them to the consumers of the log (push, translation,
+   * outbound webhooks); wake it after a commit that wrote some. `flush` waits for both.
+   */
   relay: Pick<EventRelay, "wake" | "flush">;
-  /** Turns positioned workspace events into outbound webhook deliveries. */
-  outboundDispatcher: Pick<OutboundDispatcher, "wake" | "flush">;
   /** Ends connections and live streams whose credential is revoked. */
   credentials: CredentialWatch;
   throttle: Throttle;

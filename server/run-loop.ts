@@ -2,6 +2,8 @@
 // requests made while a run is going make it run again once it ends, never twice at once, and
 // requests made in the same turn of the event loop share one run. Used by the event relay and
 // the job outbox.
+import { detached } from "../db/statement-count.ts";
+
 export class RunLoop {
   /** A run was asked for since the current one started. */
   private pending = false;
@@ -20,12 +22,16 @@ export class RunLoop {
   request(): void {
     this.pending = true;
     if (this.loop) return;
-    this.loop = new Promise<void>((resolve) => setImmediate(resolve))
-      .then(() => this.drain())
-      .finally(() => {
-        this.loop = undefined;
-        if (this.pending && this.enabled()) this.request();
-      });
+    // Detached: the runs are nobody's, not the request's that woke them (setImmediate and the
+    // promise callbacks would otherwise carry its statement scope).
+    this.loop = detached(() =>
+      new Promise<void>((resolve) => setImmediate(resolve))
+        .then(() => this.drain())
+        .finally(() => {
+          this.loop = undefined;
+          if (this.pending && this.enabled()) this.request();
+        }),
+    );
   }
 
   /** Resolves once no run is going (after the ones asked for so far). */

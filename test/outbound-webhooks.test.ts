@@ -114,7 +114,6 @@ async function advance(ms: number, server: TestServer = ctx.server) {
 /** Everything committed so far is positioned, dispatched and handed to the queue. */
 async function settle(server: TestServer = ctx.server) {
   await server.app.deps.relay.flush();
-  await server.app.deps.outboundDispatcher.flush();
   await server.app.deps.jobOutbox.flush();
 }
 

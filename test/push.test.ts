@@ -4,13 +4,14 @@
 // 429 and 5xx are retried after Retry-After or a backoff, so an outage delays pushes and
 // doubles none.
 import { randomBytes } from "node:crypto";
-import { eq, inArray, TransactionRollbackError } from "drizzle-orm";
+import { eq, inArray, sql, TransactionRollbackError } from "drizzle-orm";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { jobOutbox, pushDevices, users } from "../db/schema/index.ts";
 import { startWorkers } from "../server/app.ts";
 import { loadConfig } from "../server/config.ts";
 import { createLogger } from "../server/logger.ts";
-import { enqueueMessagePush } from "../server/services/push/jobs.ts";
+import { pushConsumer } from "../server/consumers/push.ts";
+import type { Database } from "../db/client.ts";
 import { restClient, type RestClient } from "./helpers/api.ts";
 import { createWorkspaceWithGeneral, registerUser, type RegisteredUser } from "./helpers/factories.ts";
 import {
@@ -312,20 +313,39 @@ describe("the push job", () => {
   it("is added with the message only when a member other than the author has a device", async () => {
     const { owner, members, workspaceId, channelId } = await team(1);
     await addDevice(owner, "expo");
-    const target = { kind: "channel" as const, workspaceId, channelId };
-    /** Whether posting would write the job row (in a transaction rolled back afterwards). */
+    /** Whether the push consumer writes the job row for such a message (in a transaction rolled back afterwards). */
     const pushJobWritten = async (messageId: string) => {
       let written = false;
       await deps()
         .db.transaction(async (tx) => {
-          await enqueueMessagePush(tx, deps().clock.now(), { id: messageId, authorUserId: owner.id, target });
+          const consumer = pushConsumer({ db: tx as unknown as Database, clock: deps().clock });
+          await consumer.refresh?.();
+          const event = {
+            position: 1,
+            createdAt: new Date(),
+            payload: {
+              type: "message.created",
+              scope: { workspace_id: workspaceId, channel_id: channelId },
+              data: {
+                message: {
+                  id: messageId,
+                  workspace_id: workspaceId,
+                  channel_id: channelId,
+                  conversation_id: null,
+                  room_id: null,
+                  type: "text",
+                  author: { type: "user", id: owner.id, name: "Owner", avatar_url: null },
+                },
+              },
+            },
+          };
+          const result = await consumer.handle([event], {
+            cte: sql`moved as (select 1)`,
+            inTransaction: async () => true,
+          });
           written =
-            (
-              await tx
-                .select()
-                .from(jobOutbox)
-                .where(eq(jobOutbox.jobId, `push-${messageId}`))
-            ).length === 1;
+            typeof result === "object" &&
+            (await tx.select().from(jobOutbox).where(eq(jobOutbox.jobId, `push-${messageId}`))).length === 1;
           tx.rollback();
         })
         .catch((error: unknown) => {

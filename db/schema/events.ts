@@ -38,3 +38,15 @@ export const streamEvents = pgTable(
 );
 
 export type StreamEventRow = typeof streamEvents.$inferSelect;
+
+/**
+ * How far each consumer of the event log (server/consumers/) has read it: events positioned
+ * after `position` are not yet done by that consumer. A consumer moves its row in the statement
+ * that writes its work, and only from the position it read (a compare-and-set), so a crash
+ * anywhere loses nothing and doubles nothing. Pruning keeps every event some consumer still needs.
+ */
+export const consumerCursors = pgTable("consumer_cursors", {
+  name: text("name").primaryKey(),
+  position: bigint("position", { mode: "number" }).notNull(),
+  updatedAt: timestamptz("updated_at").notNull().defaultNow(),
+});

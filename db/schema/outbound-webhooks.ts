@@ -1,4 +1,3 @@
-import { sql } from "drizzle-orm";
 import { bigint, boolean, index, integer, pgTable, primaryKey, text } from "drizzle-orm/pg-core";
 import { timestamps, timestamptz } from "./columns.ts";
 import { workspaces } from "./workspaces.ts";
@@ -84,15 +83,3 @@ export const outboundDeliveryAttempts = pgTable(
 );
 
 export type OutboundDeliveryAttempt = typeof outboundDeliveryAttempts.$inferSelect;
-
-/**
- * How far the dispatcher has read the event stream (one row): events after this position have
- * not been turned into deliveries yet. Created at the newest position, so no history is sent.
- */
-export const outboundDispatch = pgTable("outbound_dispatch", {
-  id: integer("id").primaryKey().default(1),
-  position: bigint("position", { mode: "number" }).notNull(),
-  updatedAt: timestamptz("updated_at")
-    .notNull()
-    .default(sql`now()`),
-});

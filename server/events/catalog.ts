@@ -117,6 +117,10 @@ export type EventEntry = {
 const internalEventData = {
   /** Some of the user's credentials were revoked: every process re-checks the user's live connections. */
   "session.revoked": z.object({ user_id: z.number().int() }),
+  /** A push device was registered: the push consumer looks again whether anyone has one. */
+  "push.device_registered": z.object({ user_id: z.number().int() }),
+  /** A workspace's outbound webhooks changed: the outbound consumer reloads which workspaces have active ones. */
+  "outbound.webhooks_changed": z.object({ workspace_id: z.string() }),
 } as const;
 export type InternalEventType = keyof typeof internalEventData;
 export type InternalEventEntry = {

@@ -10,27 +10,33 @@
 // events had before; nothing is added per delivered event.
 //
 // One relay publishes at a time, so subscribers receive positions in order: with PostgreSQL
-// the processes elect it with a session advisory lock (another takes over within a second or
-// two when its process dies); PGlite has a single process. Other processes wake it over the
-// bus after their commits; it also polls, for changes whose writer could not wake it (the CLI).
+// the processes elect it with a session advisory lock. The others wait for the lock inside
+// PostgreSQL (a blocked pg_advisory_lock costs no statement while it waits) and one takes over
+// the moment the leader's connection goes; PGlite has a single process. Other processes wake it
+// over the bus after their commits; it also looks every RELAY_POLL_MS, for changes whose writer
+// could not wake it (the CLI) and to check that it still holds the lock: an idle server is quiet.
+//
+// The relay also feeds the consumers of the log (server/consumers/kit.ts) the events it has just
+// positioned, in order, so that they need not read them back.
 import type { DbSession, DatabaseHandle } from "../../db/client.ts";
 import { streamEvents } from "../../db/schema/index.ts";
 import { and, lt, lte, sql } from "drizzle-orm";
 import type { Clock } from "../clock.ts";
 import { oncePer, type Logger } from "../logger.ts";
 import { RunLoop } from "../run-loop.ts";
+import { toLoggedEvent, type ConsumerKit, type LoggedEvent } from "../consumers/kit.ts";
 import type { EventBus } from "./bus.ts";
-import { EVENT_RETENTION_MS, toBusEvent, type BusEvent } from "./streams.ts";
+import { EVENT_RETENTION_MS, RELAY_NOTIFY_CHANNEL, toBusEvent, type BusEvent } from "./streams.ts";
 
 /** Any fixed number: the advisory lock the relay holds while it is the publisher. */
 const RELAY_LOCK_ID = 72_410_032;
 /** Events positioned per statement. */
 const BATCH_SIZE = 500;
 /** How often the publisher looks for events nobody woke it for, and checks it still holds the lock. */
-const RELAY_POLL_MS = 250;
-/** How often a process that is not the publisher tries to become it. */
-const CONTEND_EVERY_MS = 1_000;
-const PRUNE_EVERY_MS = 60_000;
+const RELAY_POLL_MS = 15_000;
+/** After its wait for the lock failed (the connection went), a process waits this long before waiting again. */
+const CONTEND_AGAIN_MS = 2_000;
+const PRUNE_EVERY_MS = 5 * 60_000;
 /** A new publisher republishes what its predecessor positioned this recently (it may have died before publishing). */
 const TAKEOVER_REPUBLISH_SECONDS = 10;
 /** The bus topic on which other processes wake the publisher. */
@@ -67,8 +73,8 @@ type RelayDeps = {
   events: EventBus;
   clock: Clock;
   logger: Logger;
-  /** Called after events were positioned (the outbound webhooks' dispatcher reads them). */
-  onPositioned?: () => void;
+  /** Run by the publisher only: fed each batch it positions. */
+  consumers: Pick<ConsumerKit, "start" | "positioned" | "flush" | "stop">;
 };
 
 export class EventRelay {
@@ -89,13 +95,20 @@ export class EventRelay {
   private readonly mayWarnOfPublish = oncePer();
   private readonly timers: NodeJS.Timeout[] = [];
   private unsubscribeWake: (() => void) | undefined;
+  /**
+   * The newest position this publisher gave, when it knows that no event lies between it and
+   * the next batch it positions (unknown after taking over, or after a failed statement).
+   */
+  private lastPositioned: number | undefined;
+  /** The backend waiting for the lock, so that closing can cancel the wait. */
+  private waitingPid: number | undefined;
+  private contendAgain: NodeJS.Timeout | undefined;
 
   constructor(private readonly deps: RelayDeps) {}
 
   /** Starts contending to be the publisher (at once with PGlite). */
   start(): void {
     void this.contend();
-    this.timers.push(setInterval(() => void this.contend(), CONTEND_EVERY_MS).unref());
     this.timers.push(setInterval(() => void this.poll(), RELAY_POLL_MS).unref());
     this.timers.push(setInterval(() => void this.prune(), PRUNE_EVERY_MS).unref());
   }
@@ -119,6 +132,7 @@ export class EventRelay {
     if (!this.leading) return;
     this.runs.request();
     await this.runs.idle();
+    await this.deps.consumers.flush();
   }
 
   /** One batch; true when it was full (more may be waiting). A failure may mean the role was lost. */
@@ -126,6 +140,8 @@ export class EventRelay {
     try {
       return (await this.runOnce()) === BATCH_SIZE;
     } catch (error) {
+      // The statement may have positioned events whose rows never came back: the consumers read them from the log.
+      this.lastPositioned = undefined;
       this.deps.logger.warn({ err: error }, "event relay: positioning failed");
       await this.stepDownIfLost();
       return false;
@@ -147,7 +163,11 @@ export class EventRelay {
       this.republishFrom = Number(rows.at(-1)!.position) + 1;
     }
     const rows = await session.query<PositionedRow>(POSITION_BATCH, [BATCH_SIZE, this.leaderPid]);
-    if (rows.length > 0) this.deps.onPositioned?.();
+    if (rows.length > 0) {
+      const events: LoggedEvent[] = rows.map(toLoggedEvent).sort((a, b) => a.position - b.position);
+      this.deps.consumers.positioned(events, this.lastPositioned);
+      this.lastPositioned = events.at(-1)!.position;
+    }
     await this.publish(rows);
     return this.republishFrom === undefined ? rows.length : 0;
   }
@@ -181,35 +201,67 @@ export class EventRelay {
     }
   }
 
-  /** Takes the publisher's role when it is free. */
+  /**
+   * Takes the publisher's role: at once with PGlite; with PostgreSQL, once the lock is granted
+   * (the wait happens inside PostgreSQL, and ends when the current publisher's connection goes).
+   */
   private async contend(): Promise<void> {
     if (this.closed || this.leading) return;
     try {
       this.session ??= await this.deps.database.session();
       if (this.deps.database.driver === "postgres") {
-        const [row] = await this.session.query<{ locked: boolean; pid: number }>(
-          "select pg_try_advisory_lock($1) as locked, pg_backend_pid() as pid",
-          [RELAY_LOCK_ID],
-        );
-        if (!row?.locked) return;
-        this.leaderPid = row.pid;
+        const [own] = await this.session.query<{ pid: number }>("select pg_backend_pid() as pid", []);
+        this.waitingPid = own?.pid;
+        await this.session.query("select pg_advisory_lock($1)", [RELAY_LOCK_ID]);
+        this.waitingPid = undefined;
+        this.leaderPid = own?.pid ?? null;
       }
-      if (this.closed) return;
+      if (this.closed) return await this.stepDown();
       this.leading = true;
-      this.unsubscribeWake = await this.deps.events.subscribe(RELAY_WAKE_TOPIC, () => this.runs.request());
+      this.lastPositioned = undefined;
+      const unsubscribe = await this.deps.events.subscribe(RELAY_WAKE_TOPIC, () => this.runs.request());
+      const unlisten = await this.deps.database
+        .listen(RELAY_NOTIFY_CHANNEL, () => this.runs.request())
+        .catch((error: unknown) => {
+          this.deps.logger.warn({ err: error }, "event relay: could not LISTEN; writers without a relay wait for its poll");
+          return async () => {};
+        });
+      this.unsubscribeWake = () => {
+        unsubscribe();
+        void unlisten().catch(() => {});
+      };
       this.deps.logger.debug("event relay: this process publishes live events");
+      await this.deps.consumers.start();
       // The previous publisher may have positioned events and died before publishing them.
       await this.publish(await this.session.query<PositionedRow>(RECENTLY_POSITIONED, [TAKEOVER_REPUBLISH_SECONDS]));
       this.runs.request();
     } catch (error) {
+      this.waitingPid = undefined;
+      if (this.closed) return;
       this.deps.logger.warn({ err: error }, "event relay: could not contend for the publisher role");
       await this.stepDown();
+      this.contendAgain = setTimeout(() => void this.contend(), CONTEND_AGAIN_MS).unref();
     }
   }
 
+  /** The publisher's look for events nobody woke it for; with PostgreSQL, in the statement that checks the lock. */
   private async poll(): Promise<void> {
-    if (!this.leading || this.closed) return;
-    if (!(await this.stepDownIfLost())) this.runs.request();
+    if (!this.leading || this.closed || !this.session) return;
+    try {
+      const [row] = await this.session.query<{ pid: number | null; pending: boolean }>(
+        this.leaderPid === null
+          ? "select null::integer as pid, exists (select 1 from stream_events where position is null) as pending"
+          : "select pg_backend_pid() as pid, exists (select 1 from stream_events where position is null) as pending",
+        [],
+      );
+      if (this.leaderPid !== null && row?.pid !== this.leaderPid) throw new Error("the lock's connection was replaced");
+      if (row?.pending) this.runs.request();
+    } catch {
+      if (this.leaderPid === null) return;
+      this.deps.logger.warn("event relay: lost the publisher role");
+      await this.stepDown();
+      void this.contend();
+    }
   }
 
   /** True when this process no longer holds the lock (its connection was lost or replaced). */
@@ -222,6 +274,7 @@ export class EventRelay {
     if (stillHeld) return false;
     this.deps.logger.warn("event relay: lost the publisher role");
     await this.stepDown();
+    void this.contend();
     return true;
   }
 
@@ -230,7 +283,10 @@ export class EventRelay {
    * that kept it would keep every process from publishing.
    */
   private async stepDown(): Promise<void> {
+    const wasLeading = this.leading;
     this.leading = false;
+    this.lastPositioned = undefined;
+    if (wasLeading) await this.deps.consumers.stop();
     this.unsubscribeWake?.();
     this.unsubscribeWake = undefined;
     const session = this.session;
@@ -246,7 +302,7 @@ export class EventRelay {
   /**
    * Deletes events past the retention window (the publisher only). The newest stays, so the
    * newest position stays known (a resume from a position above it is refused), and so does
-   * every event the outbound webhooks' dispatcher has not read yet.
+   * every event a consumer of the log (server/consumers/) has not read yet.
    */
   private async prune(): Promise<void> {
     if (!this.leading || this.closed) return;
@@ -257,7 +313,8 @@ export class EventRelay {
         and(
           lt(streamEvents.position, sql`(select max(${streamEvents.position}) from ${streamEvents})`),
           lt(streamEvents.createdAt, before),
-          lte(streamEvents.position, sql`(select position from outbound_dispatch where id = 1)`),
+          // Every consumer of the log has read it.
+          lte(streamEvents.position, sql`(select coalesce(min(position), 0) from consumer_cursors)`),
         ),
       )
       .catch((error: unknown) => this.deps.logger.warn({ err: error }, "event relay: pruning failed"));
@@ -266,8 +323,13 @@ export class EventRelay {
   /** Publishes what is committed, then lets go of the role (at shutdown, before the database and bus close). */
   async close(): Promise<void> {
     for (const timer of this.timers) clearInterval(timer);
+    clearTimeout(this.contendAgain);
     await this.flush().catch(() => {});
     this.closed = true;
+    // A process still waiting for the lock: end the wait, so its connection can go.
+    if (this.waitingPid !== undefined) {
+      await this.deps.database.db.execute(sql`select pg_cancel_backend(${this.waitingPid})`).catch(() => {});
+    }
     await this.stepDown();
   }
 }

@@ -2,7 +2,7 @@
 // it reports (`recordEvents`, or `writeWithEvents` around a whole change); after commit the
 // relay (relay.ts) gives it a position and publishes it on the event bus under its stream's
 // topic. A subscriber (live-subscription.ts) resumes from a position by replaying the table.
-import { and, asc, gt, inArray } from "drizzle-orm";
+import { and, asc, gt, inArray, sql } from "drizzle-orm";
 import type { Database, Executor, Transaction } from "../../db/client.ts";
 import { runPrepared } from "../../db/prepared.ts";
 import { streamEvents, type Language, type StreamEventRow } from "../../db/schema/index.ts";
@@ -38,6 +38,8 @@ export const streams = {
   room: (roomId: string) => `room:${roomId}`,
   /** Internal: credential revocations, for every server process. */
   sessions: "sessions",
+  /** Internal: changes the consumers of the log keep in memory (devices, outbound webhooks); nobody subscribes. */
+  consumers: "consumers",
 };
 
 /** What stream_events.payload holds. */
@@ -73,7 +75,10 @@ export async function recordEvents(
     .values(entries.map((entry) => ({ stream: entry.stream, payload: eventPayload(entry), createdAt: now })));
 }
 
-/** What writing events needs; without a relay (the CLI) the running server's relay finds them by polling. */
+/** The PostgreSQL channel on which writers without a relay (the CLI) wake the publisher. */
+export const RELAY_NOTIFY_CHANNEL = "chat_stream_events";
+
+/** What writing events needs; without a relay (the CLI) the running server's relay is woken by NOTIFY. */
 export type EventWriteDeps = Pick<Deps, "db" | "clock"> & { relay?: Pick<Deps["relay"], "wake"> };
 
 /**
@@ -89,6 +94,8 @@ export async function writeWithEvents<T>(
   const result = await deps.db.transaction(async (tx) => {
     const value = await change(tx, (...more) => entries.push(...more));
     await recordEvents(tx, deps.clock.now(), entries);
+    // A writer without a relay of its own (the CLI) wakes the server's through PostgreSQL, at commit.
+    if (entries.length > 0 && !deps.relay) await tx.execute(sql`select pg_notify(${RELAY_NOTIFY_CHANNEL}, '')`);
     return value;
   });
   if (entries.length > 0) deps.relay?.wake();

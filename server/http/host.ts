@@ -3,6 +3,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { TRPCError } from "@trpc/server";
 import { createHTTPHandler } from "@trpc/server/adapters/standalone";
+import { statementScope } from "../../db/statement-count.ts";
 import type { AppRouter } from "../../routers/index.ts";
 import { createHttpContext, type RequestContext } from "../context.ts";
 import type { Deps } from "../deps.ts";
@@ -197,7 +198,13 @@ export function createRequestListener(deps: Deps, router: AppRouter, readiness: 
     sendJson(res, 404, { message: `The route ${pathname.replace(/^\//, "")} could not be found.` });
   }
 
-  return withRequestLog(deps.logger, operations.routes, (req: IncomingMessage, res: ServerResponse) => {
+  // Each request runs in a statement scope labelled by its request id (assigned by withRequestLog):
+  // the database statements it sends are counted under it (db/statement-count.ts).
+  return withRequestLog(deps.logger, operations.routes, (req: IncomingMessage, res: ServerResponse) =>
+    statementScope(String(req.id), () => serve(req, res)),
+  );
+
+  function serve(req: IncomingMessage, res: ServerResponse) {
     // The route's template (never its ids) labels the request's latency.
     // Parsed once: the metrics' label and the routing read the same URL.
     const url = requestUrl(req.url ?? "/");
@@ -216,5 +223,5 @@ export function createRequestListener(deps: Deps, router: AppRouter, readiness: 
       deps.logger.error({ err: error }, "request failed");
       sendJson(res, 500, { message: "Server Error" });
     });
-  });
+  }
 }

@@ -31,8 +31,11 @@ import {
 } from "./definition.ts";
 
 const BATCH_SIZE = 100;
-/** How often the relay looks for rows nobody woke it for (written by another process, or left by a failure). */
-const POLL_MS = 500;
+/**
+ * How often the relay looks for rows nobody woke it for (written by another process, or left by
+ * a failure). Rows written here wake it; a delayed row or a rehand is woken by a timer at its time.
+ */
+const POLL_MS = 60_000;
 /** A hand-over slower than this is abandoned for now: the queue's Redis is away. */
 export const HANDOVER_TIMEOUT_MS = 2_000;
 /** A job handed over this long ago and not done is handed again (a no-op if the queue still holds it). */
@@ -172,6 +175,9 @@ export class JobOutbox {
     () => !this.closed,
   );
   private timer: NodeJS.Timeout | undefined;
+  /** Wakes the relay when the next delayed row is due, or a handed row is due to be handed again. */
+  private dueTimer: { at: number; timer: NodeJS.Timeout } | undefined;
+  private runsStarted = 0;
   /** At most one warning per 10 s while hand-overs fail. */
   private readonly mayWarn = oncePer();
 
@@ -179,6 +185,10 @@ export class JobOutbox {
 
   start(): void {
     this.timer = setInterval(() => this.wake(), POLL_MS).unref();
+    // A clock that jumps (tests) may have made a delayed row due.
+    this.deps.clock.onJump?.(() => {
+      if (this.dueTimer) this.wake();
+    });
     this.wake();
   }
 
@@ -196,7 +206,12 @@ export class JobOutbox {
   /** One batch; true when it was full and all of it went (more may be waiting). */
   private async runBatch(): Promise<boolean> {
     try {
+      const run = ++this.runsStarted;
       const { claimed, failed } = await this.runOnce();
+      // The queue is away: try again shortly, unless another run has started meanwhile.
+      if (failed)
+        setTimeout(() => run === this.runsStarted && this.wake(), HANDOVER_TIMEOUT_MS).unref();
+      else if (claimed < BATCH_SIZE) await this.scheduleNextDue();
       return !failed && claimed === BATCH_SIZE;
     } catch (error) {
       this.warn(error, "job outbox: could not read the outbox");
@@ -261,6 +276,30 @@ export class JobOutbox {
     return { claimed: claimed.length, failed: false };
   }
 
+  /** A timer for the earliest row that will be due: a delayed job's run_at, or a handed row's rehand. */
+  private async scheduleNextDue(): Promise<void> {
+    const [row] = rowsOf<{ next: Date | string | null }>(
+      await this.deps.db.execute(sql`
+        select min(case when ${jobOutbox.handedAt} is null then coalesce(${jobOutbox.runAt}, ${jobOutbox.createdAt})
+          else ${jobOutbox.handedAt} + make_interval(secs => ${REHAND_AFTER_MS / 1000}) end) as next
+        from ${jobOutbox}`),
+    );
+    if (row?.next) this.wakeAt(new Date(row.next).getTime());
+  }
+
+  private wakeAt(at: number): void {
+    if (this.closed || (this.dueTimer && this.dueTimer.at <= at)) return;
+    if (this.dueTimer) clearTimeout(this.dueTimer.timer);
+    const delay = Math.max(0, at - this.deps.clock.now().getTime()) + 5;
+    this.dueTimer = {
+      at,
+      timer: setTimeout(() => {
+        this.dueTimer = undefined;
+        this.wake();
+      }, Math.min(delay, POLL_MS)).unref(),
+    };
+  }
+
   private warn(error: unknown, message: string): void {
     if (this.mayWarn()) this.deps.logger.warn({ err: error }, message);
   }
@@ -268,6 +307,7 @@ export class JobOutbox {
   /** Hands over what is committed, then stops (at shutdown, before the queue and database close). */
   async close(): Promise<void> {
     clearInterval(this.timer);
+    if (this.dueTimer) clearTimeout(this.dueTimer.timer);
     await this.flush().catch(() => {});
     this.closed = true;
     await this.runs.idle();

@@ -3,7 +3,7 @@
 import { randomBytes } from "node:crypto";
 import { and, desc, eq, gt, inArray, isNull, ne, or, sql, type Placeholder } from "drizzle-orm";
 import type { Database, Executor } from "../../../db/client.ts";
-import { prepared } from "../../../db/prepared.ts";
+import { arrayParam, prepared } from "../../../db/prepared.ts";
 import { accessTokens, users, type AccessToken, type TokenKind, type User } from "../../../db/schema/index.ts";
 import { sha256Hex } from "../../crypto.ts";
 import type { InternalEventEntry } from "../../events/catalog.ts";
@@ -13,6 +13,8 @@ import { newId } from "../../ids.ts";
 const TOKEN_PREFIX = "chat_";
 /** Writing last_used_at on every request would make each read a write; once a minute is enough. */
 const LAST_USED_RESOLUTION_MS = 60_000;
+/** last_used_at is written outside the request, for every token used in this window, in one statement. */
+const LAST_USED_GATHER_MS = 1_000;
 
 export const hashToken = sha256Hex;
 
@@ -75,13 +77,41 @@ export async function resolveToken(
   if (!row) return null;
   const { token } = row;
   if (!token.lastUsedAt || now.getTime() - token.lastUsedAt.getTime() > LAST_USED_RESOLUTION_MS) {
-    await db.update(accessTokens).set({ lastUsedAt: now }).where(eq(accessTokens.id, token.id));
+    markUsed(db, token.id, now);
     token.lastUsedAt = now;
   }
   return row;
 }
 
-export async function listTokens(db: Executor, userId: number, now: Date): Promise<AccessToken[]> {
+type LastUsedBatch = { times: Map<string, Date>; timer: NodeJS.Timeout | undefined };
+const lastUsedBatches = new WeakMap<Database, LastUsedBatch>();
+
+/** Notes a token's use; written with the others of the next LAST_USED_GATHER_MS (a request waits for nothing). */
+function markUsed(db: Database, tokenId: string, now: Date): void {
+  let batch = lastUsedBatches.get(db);
+  if (!batch) lastUsedBatches.set(db, (batch = { times: new Map(), timer: undefined }));
+  batch.times.set(tokenId, now);
+  batch.timer ??= setTimeout(() => void flushLastUsed(db).catch(() => {}), LAST_USED_GATHER_MS).unref();
+}
+
+/** Writes the noted uses now (before reading last_used_at back, and by the timer). */
+export async function flushLastUsed(db: Database): Promise<void> {
+  const batch = lastUsedBatches.get(db);
+  if (!batch || batch.times.size === 0) return;
+  clearTimeout(batch.timer);
+  batch.timer = undefined;
+  const entries = [...batch.times];
+  batch.times.clear();
+  await db.execute(sql`
+    update ${accessTokens} t set last_used_at = v.used_at
+    from (select unnest(${arrayParam(entries.map(([id]) => id))}::text[]) as id,
+      unnest(${arrayParam(entries.map(([, at]) => at.toISOString()))}::timestamptz[]) as used_at) v
+    where t.id = v.id and (t.last_used_at is null or t.last_used_at < v.used_at)`);
+}
+
+export async function listTokens(db: Database, userId: number, now: Date): Promise<AccessToken[]> {
+  // This process's uses not yet written show in the list.
+  await flushLastUsed(db);
   return db
     .select()
     .from(accessTokens)

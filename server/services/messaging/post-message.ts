@@ -1,41 +1,47 @@
 // The only way a message is created: by a user (REST or RPC) in a channel, a conversation or a
-// temporary room, and by an inbound webhook. One path for every kind of message: the message, what it changes
-// (its parent's reply count, its attachments, its conversation) and its events are written in
-// one transaction; after commit the relay is woken to position and publish the events, and the
-// job outbox to hand the message's jobs (push) to their queues.
-import { and, eq, gt, inArray, isNull, or, sql } from "drizzle-orm";
-import type { Transaction } from "../../../db/client.ts";
+// temporary room, and by an inbound webhook. Its request costs PostgreSQL one statement (after
+// the token check): data-modifying CTEs that check the right to post (the target policy's
+// `postingRight`), insert the message, count a reply on its parent, claim its attachments, mark
+// the conversation's last message and append the `message.created` event, all or nothing.
+// Nothing else is written here: push, translation, outbound webhooks and whatever comes next
+// read the event log (server/consumers/), so adding a feature never adds a statement to the post.
+import { sql, type SQL } from "drizzle-orm";
+import { PgDialect } from "drizzle-orm/pg-core";
+import type { Database } from "../../../db/client.ts";
+import { arrayParam, runPrepared } from "../../../db/prepared.ts";
 import {
   attachments,
-  channelMembers,
-  channels,
   conversations,
   messages,
-  roomMembers,
-  rooms,
+  streamEvents,
+  type Attachment,
   type Language,
   type Message,
   type MessageType,
   type User,
-  workspaceMembers,
 } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
 import { invalidField } from "../../errors.ts";
-import { streams, writeWithEvents, type EventEntry } from "../../events/streams.ts";
+import { eventPayload, type EventEntry } from "../../events/streams.ts";
 import { newId } from "../../ids.ts";
+import { messageStream, postingRight, type MessageTarget } from "../../policy/places.ts";
 import { toMessageRecord, type MessageRecord } from "../../records/message.ts";
-import { enqueueMessagePush } from "../push/jobs.ts";
-import { queueTranslations } from "../translation/jobs.ts";
 import { readerLanguageOf, translationEnabled, translationView } from "../translation/readers.ts";
+
+export { messageStream, messageTargetOf, type MessageTarget } from "../../policy/places.ts";
 
 export type MessageAuthor =
   | { type: "user"; user: Pick<User, "id" | "name" | "avatarUrl" | "preferredLanguage"> }
   | { type: "bot"; webhookId: string; name: string; avatarUrl: string | null };
 
-export type MessageTarget =
-  | { kind: "channel"; workspaceId: string; channelId: string }
-  | { kind: "conversation"; conversationId: string }
-  | { kind: "room"; roomId: string };
+/**
+ * Rows a caller writes with the message, in its statement (an inbound webhook's idempotency key
+ * and request log entry), as CTE bodies. `guard` runs when the author may post and must return a
+ * row for the message to be written (a key already taken: nothing is written, and the result
+ * says `guarded`); it must itself write only `where exists (select 1 from allowed)`. Each of
+ * `after` must write only `where exists (select 1 from inserted)`: when the message was written.
+ */
+export type AlsoWrite = { guard?: SQL; after?: SQL[] };
 
 export type PostMessageInput = {
   author: MessageAuthor;
@@ -46,69 +52,46 @@ export type PostMessageInput = {
   parentMessageId?: string | null | undefined;
   type?: MessageType | null | undefined;
   skipTranslation?: boolean | null | undefined;
-  /**
-   * Rows the caller writes with the message, in its transaction (an inbound webhook's request
-   * log entry and idempotency key); throwing rolls the message back.
-   */
-  alsoWrite?: ((tx: Transaction, record: MessageRecord) => Promise<void>) | undefined;
+  alsoWrite?: ((record: MessageRecord) => AlsoWrite) | undefined;
 };
 
-/** Claims the poster's staged files, in order; 422 attachment_ids.N for the first that is not theirs to claim. */
-async function claimAttachments(tx: Transaction, uploaderId: number | null, ids: string[], messageId: string) {
-  if (ids.length === 0) return [];
-  const unique = [...new Set(ids)];
-  const claimed = uploaderId
-    ? await tx
-        .update(attachments)
-        .set({ messageId })
-        .where(
-          and(inArray(attachments.id, unique), eq(attachments.uploaderId, uploaderId), isNull(attachments.messageId)),
-        )
-        .returning()
-    : [];
-  const byId = new Map(claimed.map((attachment) => [attachment.id, attachment]));
-  const missing = ids.findIndex((id) => !byId.has(id));
-  if (missing !== -1 || unique.length !== ids.length) {
-    const index = missing !== -1 ? missing : ids.findIndex((id, position) => ids.indexOf(id) !== position);
-    throw invalidField(
-      `attachment_ids.${index}`,
-      "The attachment is not a file you uploaded, or it is already attached.",
-    );
-  }
-  return ids.map((id) => byId.get(id)!);
-}
+/** What became of a post: written, not allowed (the caller knows whether that is 404 or 403), or stopped by the caller's guard. */
+export type PostOutcome = { kind: "posted"; record: MessageRecord } | { kind: "not_allowed" } | { kind: "guarded" };
 
-async function checkParent(tx: Transaction, target: MessageTarget, parentId: string): Promise<void> {
-  if (target.kind !== "channel") throw invalidField("parent_message_id", "Threads exist in channels only.");
-  // Counting the reply on the parent also proves the parent exists in this channel and is top-level.
-  const [parent] = await tx
-    .update(messages)
-    .set({ replyCount: sql`${messages.replyCount} + 1` })
-    .where(and(eq(messages.id, parentId), eq(messages.channelId, target.channelId), isNull(messages.parentMessageId)))
-    .returning({ id: messages.id });
-  if (!parent)
-    throw invalidField("parent_message_id", "The parent message must be a top-level message of this channel.");
-}
+/** Renders the statement's SQL text and parameters (the text is the same for every post of one shape). */
+const dialect = new PgDialect();
+
+type PostRow = {
+  allowed: number;
+  parent_found: number | null;
+  claimable: string[] | null;
+  guarded: number | null;
+  inserted: boolean;
+  language: Language | null;
+};
 
 /**
- * Writes the message and publishes its event. Returns null, writing nothing, when a user
- * author may not post to the target (not a member of the channel and its workspace, or not a
- * participant of the conversation), or a bot's channel is not one of its workspace: the
- * caller knows which error to give. The check locks the membership (or the bot's channel) it
- * found until the commit, so a member removed meanwhile cannot slip a message in.
+ * Writes the message and its event in one statement. Returns null, writing nothing, when a
+ * user author may not post to the target, or a bot's channel is not one of its workspace: the
+ * caller knows which error to give. A bad parent or attachment is 422 (after the right to post).
  */
 export async function postMessage(deps: Deps, input: PostMessageInput): Promise<MessageRecord | null> {
+  const outcome = await postMessageOutcome(deps, input);
+  if (outcome.kind === "guarded") throw new Error("postMessage: a guard without postMessageOutcome");
+  return outcome.kind === "posted" ? outcome.record : null;
+}
+
+export async function postMessageOutcome(deps: Deps, input: PostMessageInput): Promise<PostOutcome> {
   const now = deps.clock.now();
-  const id = newId("message", now.getTime());
+  const { target } = input;
   const authorUser = input.author.type === "user" ? input.author.user : null;
-  const authorUserId = authorUser?.id ?? null;
   const message: Message = {
-    id,
-    workspaceId: input.target.kind === "channel" ? input.target.workspaceId : null,
-    channelId: input.target.kind === "channel" ? input.target.channelId : null,
-    conversationId: input.target.kind === "conversation" ? input.target.conversationId : null,
-    roomId: input.target.kind === "room" ? input.target.roomId : null,
-    authorUserId,
+    id: newId("message", now.getTime()),
+    workspaceId: target.kind === "channel" ? target.workspaceId : null,
+    channelId: target.kind === "channel" ? target.channelId : null,
+    conversationId: target.kind === "conversation" ? target.conversationId : null,
+    roomId: target.kind === "room" ? target.roomId : null,
+    authorUserId: authorUser?.id ?? null,
     authorWebhookId: input.author.type === "bot" ? input.author.webhookId : null,
     authorName: input.author.type === "bot" ? input.author.name : null,
     authorAvatarUrl: input.author.type === "bot" ? input.author.avatarUrl : null,
@@ -117,151 +100,151 @@ export async function postMessage(deps: Deps, input: PostMessageInput): Promise<
     parentMessageId: input.parentMessageId ?? null,
     replyCount: 0,
     skipTranslation: input.skipTranslation ?? false,
-    // Set below for a user author, once their membership (and its language) is read.
+    // The statement sets it for a user author: their member language there, else their own.
     language: null,
     createdAt: now,
     updatedAt: now,
   };
+  if (message.parentMessageId && target.kind !== "channel")
+    throw invalidField("parent_message_id", "Threads exist in channels only.");
+
+  // The files are read before the statement (their details go into the event); the statement
+  // claims them only if every one is still the poster's and unattached.
   const attachmentIds = input.attachmentIds ?? [];
+  const files = await stagedFiles(deps.db, authorUser?.id ?? null, attachmentIds);
+  const record = toMessageRecord(message, authorUser, files, deps.config.appUrl, null);
+  const also = input.alsoWrite?.(record) ?? {};
+  const event: EventEntry = { ...messageStream(message), type: "message.created", data: { message: record } };
 
-  // One transaction, whatever the message: the author's right to post, the parent's reply count,
-  // the message, its attachments, the conversation's last message, the events and the jobs that
-  // follow a message commit together or not at all.
-  let jobsQueued = false;
-  const translating = translationEnabled(deps.config) && !message.skipTranslation;
-  const record = await writeWithEvents(deps, async (tx, emit) => {
-    if (authorUser !== null) {
-      const membership = await userMayPost(tx, authorUser.id, input.target, now);
-      if (!membership) return null;
-      message.language = readerLanguageOf(authorUser, membership.memberLanguage);
-    } else if (!(await botMayPost(tx, input.target))) {
-      return null;
-    }
-    if (message.parentMessageId) await checkParent(tx, input.target, message.parentMessageId);
-    await tx.insert(messages).values(message);
-    // Its push job, when anyone else there has a device (server notices wake nobody).
-    if (message.type !== "system") {
-      jobsQueued = await enqueueMessagePush(tx, now, { id, authorUserId, target: input.target });
-    }
-    // Its translations, when anyone who may read it reads another language.
-    if (translating && (await queueTranslations(tx, now, { ...message, target: input.target }))) jobsQueued = true;
-    const claimed = await claimAttachments(tx, authorUserId, attachmentIds, id);
-    if (message.conversationId) {
-      await tx
-        .update(conversations)
-        .set({ lastMessageId: id, updatedAt: now })
-        .where(eq(conversations.id, message.conversationId));
-    }
-    // Subscribers see it with the translation state for their own language (ReaderLanguages).
-    emit(messageCreated(toMessageRecord(message, authorUser, claimed, deps.config.appUrl, null), message.language));
-    // The author reads it in the language they wrote it in; a bot's post has no reader yet.
-    const view =
-      message.language === null
-        ? null
-        : translationView(translationEnabled(deps.config), message, message.language, undefined);
-    const record = toMessageRecord(message, authorUser, claimed, deps.config.appUrl, view);
-    await input.alsoWrite?.(tx, record);
-    return record;
+  const statement = postStatement({
+    message,
+    target,
+    rightToPost: postingRight(authorUser ? { userId: authorUser.id } : { botOf: "channel" }, target, now),
+    authorLanguage: authorUser?.preferredLanguage ?? null,
+    attachmentIds,
+    event: { ...event, sourceLanguage: null },
+    also,
   });
-  if (record && jobsQueued) deps.jobOutbox.wake();
-  return record;
+  const query = dialect.sqlToQuery(statement);
+  const [row] = await runPrepared<PostRow>(deps.db, query.sql, query.params);
+  if (!row || row.allowed === 0) return { kind: "not_allowed" };
+  if (row.parent_found === 0)
+    throw invalidField("parent_message_id", "The parent message must be a top-level message of this channel.");
+  if (attachmentIds.length > 0 && !row.inserted) throw attachmentError(attachmentIds, row.claimable ?? []);
+  if (row.guarded === 0) return { kind: "guarded" };
+  if (!row.inserted) throw new Error("postMessage: the message was not written, for no known reason");
+  deps.relay.wake();
+
+  message.language = authorUser ? readerLanguageOf(authorUser, row.language) : null;
+  // The author reads it in the language they wrote it in; a bot's post has no reader yet.
+  const view =
+    message.language === null
+      ? null
+      : translationView(translationEnabled(deps.config), message, message.language, undefined);
+  return { kind: "posted", record: { ...record, translation: view } };
 }
 
-/**
- * A member of the channel and its workspace, a participant of the conversation, or a member of
- * the room while it lives; the rows that say so are locked until the caller's transaction ends,
- * so a removal (or the room's closing) waits for it.
- */
-async function userMayPost(
-  tx: Transaction,
-  userId: number,
-  target: MessageTarget,
-  now: Date,
-): Promise<{ memberLanguage: Language | null } | null> {
-  if (target.kind === "room") {
-    const rows = await tx
-      .select({ memberLanguage: sql<null>`null` })
-      .from(rooms)
-      .innerJoin(roomMembers, and(eq(roomMembers.roomId, rooms.id), eq(roomMembers.userId, userId)))
-      .where(and(eq(rooms.id, target.roomId), gt(rooms.expiresAt, now)))
-      .for("share");
-    return rows[0] ?? null;
-  }
+/** The poster's staged files, in the order given (only those still theirs and unattached). */
+async function stagedFiles(db: Database, uploaderId: number | null, ids: string[]): Promise<Attachment[]> {
+  if (ids.length === 0) return [];
   const rows =
-    target.kind === "channel"
-      ? await tx
-          .select({ memberLanguage: workspaceMembers.preferredLanguage })
-          .from(channels)
-          .innerJoin(
-            workspaceMembers,
-            and(eq(workspaceMembers.workspaceId, channels.workspaceId), eq(workspaceMembers.userId, userId)),
-          )
-          .innerJoin(channelMembers, and(eq(channelMembers.channelId, channels.id), eq(channelMembers.userId, userId)))
-          .where(and(eq(channels.id, target.channelId), eq(channels.workspaceId, target.workspaceId)))
-          .for("share")
-      : await tx
-          .select({ memberLanguage: sql<null>`null` })
-          .from(conversations)
-          .where(
-            and(
-              eq(conversations.id, target.conversationId),
-              or(eq(conversations.userAId, userId), eq(conversations.userBId, userId)),
-            ),
-          )
-          // The lock the update of its last message takes anyway: two posts to one conversation
-          // queue here rather than deadlock on upgrading two shared locks.
-          .for("no key update");
-  return rows[0] ?? null;
+    uploaderId === null
+      ? []
+      : await db.execute<Attachment>(
+          sql`select id, uploader_id as "uploaderId", message_id as "messageId", filename, mime_type as "mimeType",
+            size::float8 as size, storage_key as "storageKey", created_at as "createdAt"
+          from ${attachments} where id = any(${arrayParam(ids)}::text[]) and uploader_id = ${uploaderId} and message_id is null`,
+        );
+  const byId = new Map(
+    (Array.isArray(rows) ? rows : (rows as { rows: Attachment[] }).rows).map((row) => [
+      row.id,
+      { ...row, size: Number(row.size), createdAt: new Date(row.createdAt) },
+    ]),
+  );
+  // Missing or repeated ids: the statement claims nothing (422 after the right to post is known).
+  return ids.flatMap((id) => byId.get(id) ?? []);
+}
+
+/** 422 attachment_ids.N for the first id that is not the poster's to claim (or repeats one before it). */
+function attachmentError(ids: string[], claimable: string[]) {
+  const index = ids.findIndex((id, position) => !claimable.includes(id) || ids.indexOf(id) !== position);
+  return invalidField(
+    `attachment_ids.${Math.max(index, 0)}`,
+    "The attachment is not a file you uploaded, or it is already attached.",
+  );
 }
 
 /**
- * A bot (an inbound webhook) posts into any channel of its workspace, never into a
- * conversation; the channel is locked until the commit, so it cannot go meanwhile.
+ * The post as one statement. Each write is gated on the one before it through the CTEs'
+ * results, so that when any check fails nothing at all is written; the final select says which
+ * check failed. Its text depends only on the shape of the post (target kind, parent, files,
+ * caller's extra rows), so PostgreSQL plans each shape once per connection.
  */
-async function botMayPost(tx: Transaction, target: MessageTarget): Promise<boolean> {
-  if (target.kind !== "channel") return false;
-  const rows = await tx
-    .select({ id: channels.id })
-    .from(channels)
-    .where(and(eq(channels.id, target.channelId), eq(channels.workspaceId, target.workspaceId)))
-    .for("share");
-  return rows.length > 0;
-}
-
-/** Where a stored message was posted. */
-export function messageTargetOf(
-  message: Pick<Message, "workspaceId" | "channelId" | "conversationId" | "roomId">,
-): MessageTarget {
-  if (message.roomId !== null) return { kind: "room", roomId: message.roomId };
-  return message.conversationId !== null
-    ? { kind: "conversation", conversationId: message.conversationId }
-    : { kind: "channel", workspaceId: message.workspaceId!, channelId: message.channelId! };
-}
-
-/** Where a message's events go: its channel's, conversation's or room's stream, with their scope. */
-export function messageStream(
-  message: Pick<Message, "workspaceId" | "channelId" | "conversationId" | "roomId">,
-): Pick<EventEntry, "stream" | "scope"> {
-  if (message.roomId !== null) return { stream: streams.room(message.roomId), scope: { room_id: message.roomId } };
-  return message.conversationId !== null
-    ? { stream: streams.conversation(message.conversationId), scope: { conversation_id: message.conversationId } }
-    : {
-        stream: streams.channel(message.channelId!),
-        scope: { workspace_id: message.workspaceId!, channel_id: message.channelId! },
-      };
-}
-
-/** The message.created event on its channel's or conversation's stream. */
-function messageCreated(record: MessageRecord, sourceLanguage: Language | null): EventEntry {
-  return {
-    sourceLanguage,
-    ...messageStream({
-      workspaceId: record.workspace_id,
-      channelId: record.channel_id,
-      conversationId: record.conversation_id,
-      roomId: record.room_id,
-    }),
-    type: "message.created",
-    data: { message: record },
-  };
+function postStatement(input: {
+  message: Message;
+  target: MessageTarget;
+  rightToPost: SQL;
+  authorLanguage: Language | null;
+  attachmentIds: string[];
+  event: EventEntry & { sourceLanguage: null };
+  also: AlsoWrite;
+}): SQL {
+  const { message, attachmentIds, also } = input;
+  const at = message.createdAt.toISOString();
+  const ctes: SQL[] = [sql`allowed as (${input.rightToPost})`];
+  const conditions: SQL[] = [];
+  if (message.parentMessageId) {
+    ctes.push(sql`parent as (select id from ${messages} where id = ${message.parentMessageId}
+      and channel_id = ${message.channelId} and parent_message_id is null)`);
+    conditions.push(sql`exists (select 1 from parent)`);
+  }
+  if (attachmentIds.length > 0) {
+    ctes.push(sql`claimable as (select id from ${attachments}
+      where id = any(${arrayParam(attachmentIds)}::text[]) and uploader_id = ${message.authorUserId}::integer and message_id is null
+      for update)`);
+    conditions.push(sql`(select count(*) from claimable) = ${attachmentIds.length}::integer
+      and cardinality(${arrayParam(attachmentIds)}::text[]) = (select count(distinct x) from unnest(${arrayParam(attachmentIds)}::text[]) x)`);
+  }
+  if (also.guard) {
+    ctes.push(sql`guard as (${also.guard})`);
+    conditions.push(sql`exists (select 1 from guard)`);
+  }
+  const checked = conditions.length > 0 ? sql.join(conditions, sql` and `) : sql`true`;
+  ctes.push(sql`inserted as (
+    insert into ${messages} (id, workspace_id, channel_id, conversation_id, room_id, author_user_id, author_webhook_id,
+      author_name, author_avatar_url, content, type, parent_message_id, reply_count, skip_translation, language,
+      created_at, updated_at)
+    select ${message.id}, ${message.workspaceId}, ${message.channelId}, ${message.conversationId}, ${message.roomId},
+      ${message.authorUserId}::integer, ${message.authorWebhookId}, ${message.authorName}, ${message.authorAvatarUrl},
+      ${message.content}, ${message.type}, ${message.parentMessageId}, 0, ${message.skipTranslation}::boolean,
+      ${message.authorUserId === null ? sql`null::text` : sql`coalesce(a.member_language, ${input.authorLanguage}::text)`},
+      ${at}::timestamptz, ${at}::timestamptz
+    from (select * from allowed limit 1) a where ${checked}
+    returning language)`);
+  if (message.parentMessageId) {
+    ctes.push(sql`counted as (update ${messages} set reply_count = reply_count + 1
+      where id = ${message.parentMessageId} and exists (select 1 from inserted))`);
+  }
+  if (attachmentIds.length > 0) {
+    ctes.push(sql`claimed as (update ${attachments} set message_id = ${message.id}
+      where id in (select id from claimable) and exists (select 1 from inserted))`);
+  }
+  if (message.conversationId) {
+    ctes.push(sql`conversation as (update ${conversations} set last_message_id = ${message.id}, updated_at = ${at}::timestamptz
+      where id = ${message.conversationId} and exists (select 1 from inserted))`);
+  }
+  for (const [index, after] of (also.after ?? []).entries()) ctes.push(sql`${sql.raw(`also_${index}`)} as (${after})`);
+  // The event's source language is the message's, known only once the statement has read the membership.
+  ctes.push(sql`event as (insert into ${streamEvents} (stream, payload, created_at)
+    select ${input.event.stream},
+      jsonb_set(${JSON.stringify(eventPayload(input.event))}::jsonb, '{source_language}', coalesce(to_jsonb(inserted.language), 'null'::jsonb)),
+      ${at}::timestamptz
+    from inserted)`);
+  return sql`with ${sql.join(ctes, sql`, `)}
+    select (select count(*) from allowed)::integer as allowed,
+      ${message.parentMessageId ? sql`(select count(*) from parent)::integer` : sql`null::integer`} as parent_found,
+      ${attachmentIds.length > 0 ? sql`(select array_agg(id) from claimable)` : sql`null::text[]`} as claimable,
+      ${also.guard ? sql`(select count(*) from guard)::integer` : sql`null::integer`} as guarded,
+      exists (select 1 from inserted) as inserted,
+      (select language from inserted) as language`;
 }

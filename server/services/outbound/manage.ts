@@ -14,6 +14,8 @@ import {
 } from "../../../db/schema/index.ts";
 import { isoTimestamp } from "../../clock.ts";
 import { seal, unseal } from "../../crypto.ts";
+import type { InternalEventEntry } from "../../events/catalog.ts";
+import { streams, writeWithEvents } from "../../events/streams.ts";
 import type { Deps } from "../../deps.ts";
 import { invalidField, notFound } from "../../errors.ts";
 import { newId } from "../../ids.ts";
@@ -75,6 +77,11 @@ export async function listOutboundWebhooks(deps: Deps, userId: number, workspace
   return rows.map((webhook) => recordOf(deps, webhook));
 }
 
+/** Tells the outbound consumer to reload which workspaces have active webhooks. */
+function webhooksChanged(workspaceId: string): InternalEventEntry {
+  return { stream: streams.consumers, type: "outbound.webhooks_changed", data: { workspace_id: workspaceId } };
+}
+
 export async function createOutboundWebhook(
   deps: Deps,
   userId: number,
@@ -84,7 +91,9 @@ export async function createOutboundWebhook(
   await requireManager(deps.db, workspaceId, userId);
   await checkUrl(deps, input.url);
   const now = deps.clock.now();
-  const [webhook] = await deps.db
+  const [webhook] = await writeWithEvents(deps, async (tx, emit) => {
+    emit(webhooksChanged(workspaceId));
+    return tx
     .insert(outboundWebhooks)
     .values({
       id: newId("outboundWebhook", now.getTime()),
@@ -97,6 +106,7 @@ export async function createOutboundWebhook(
       updatedAt: now,
     })
     .returning();
+  });
   return recordOf(deps, webhook!);
 }
 
@@ -109,7 +119,9 @@ export async function updateOutboundWebhook(
 ): Promise<OutboundWebhookRecord> {
   await managedWebhook(deps, userId, workspaceId, webhookId);
   await checkUrl(deps, input.url);
-  const [webhook] = await deps.db
+  const [webhook] = await writeWithEvents(deps, async (tx, emit) => {
+    if (input.is_active !== undefined) emit(webhooksChanged(workspaceId));
+    return tx
     .update(outboundWebhooks)
     .set({
       ...(input.url !== undefined && { url: input.url }),
@@ -121,6 +133,7 @@ export async function updateOutboundWebhook(
     })
     .where(and(eq(outboundWebhooks.id, webhookId), eq(outboundWebhooks.workspaceId, workspaceId)))
     .returning();
+  });
   if (!webhook) throw notFound(OUTBOUND_WEBHOOK_NOT_FOUND);
   return recordOf(deps, webhook);
 }

@@ -11,8 +11,7 @@ import type { Deps } from "../../deps.ts";
 import { retryDelayMs, type Backoff } from "../../jobs/backoff.ts";
 import { enqueueJob } from "../../jobs/outbox.ts";
 import { mapLimit } from "../../outbound-http.ts";
-import { targetMemberIds } from "../messaging/target-members.ts";
-import { messageTargetOf, type MessageTarget } from "../messaging/post-message.ts";
+import { messageTargetOf, placeMemberIds, type MessageTarget } from "../../policy/places.ts";
 import { pushJobId, pushJobs, type PushJobPayload } from "./jobs.ts";
 import { pushNotificationFor, type MessageForPush } from "./notification.ts";
 import type { PushOutcome, PushProvider, PushProviderName, PushSend } from "./provider.ts";
@@ -84,7 +83,7 @@ async function loadMessage(deps: Deps, messageId: string): Promise<Loaded | unde
 
 /** The devices of the message's channel or conversation members, its author and deactivated accounts left out. */
 async function recipientDevices(deps: Deps, loaded: Loaded, retry: PushJobPayload["retry"]) {
-  const conditions: SQL[] = [inArray(pushDevices.userId, targetMemberIds(deps.db, loaded.target))];
+  const conditions: SQL[] = [inArray(pushDevices.userId, placeMemberIds(deps.db, loaded.target))];
   if (loaded.authorUserId !== null) conditions.push(ne(pushDevices.userId, loaded.authorUserId));
   if (retry) conditions.push(eq(pushDevices.provider, retry.provider), inArray(pushDevices.id, retry.deviceIds));
   return deps.db

@@ -5,6 +5,7 @@
 import { and, eq, sql } from "drizzle-orm";
 import { pushDevices, type PushDevice } from "../../../db/schema/index.ts";
 import { hmacSha256Hex, seal } from "../../crypto.ts";
+import { streams, writeWithEvents } from "../../events/streams.ts";
 import type { Deps } from "../../deps.ts";
 import { newId } from "../../ids.ts";
 import type { PushPlatform, PushProviderName } from "./provider.ts";
@@ -30,7 +31,11 @@ export function pushTokenHash(appKey: string, pushToken: string): string {
 export async function registerDevice(deps: Deps, userId: number, input: RegisterDeviceInput): Promise<PushDevice> {
   const now = deps.clock.now();
   const tokenHash = pushTokenHash(deps.config.appKey, input.pushToken);
-  const [device] = await deps.db
+  // The event tells the push consumer that someone may now be woken (it skips every message
+  // without a query while nobody has a device).
+  const [device] = await writeWithEvents(deps, async (tx, emit) => {
+    emit({ stream: streams.consumers, type: "push.device_registered", data: { user_id: userId } });
+    return tx
     .insert(pushDevices)
     .values({
       id: newId("device", now.getTime()),
@@ -58,6 +63,7 @@ export async function registerDevice(deps: Deps, userId: number, input: Register
       },
     })
     .returning();
+  });
   return device!;
 }
 

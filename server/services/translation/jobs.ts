@@ -1,19 +1,17 @@
-// The translation queue's jobs. A message that readers in other languages may read gets, in
-// its own transaction, a "pending" row per such language (message_translations) and one job
-// `translate-<message id>` that turns them into translations. A reader whose language had no
+// The translation queue's jobs. A message that readers in other languages may read gets, from
+// the translation consumer of the event log (server/consumers/translation.ts), a "pending" row
+// per such language (message_translations) and one job `translate-<message id>` that turns them
+// into translations. A reader whose language had no
 // row (they changed language since, or the message predates them) gets one when they read the
 // message: a pending row and a job `translate-<message id>-<language>`. A try that failed in a
 // way that may pass (429, 5xx, a timeout) is enqueued again with `-r<attempt>` after a backoff.
-import { and, eq, inArray, sql } from "drizzle-orm";
+import { and, eq, inArray } from "drizzle-orm";
 import { z } from "zod";
 import type { Database, Executor } from "../../../db/client.ts";
 import { LANGUAGES, messageTranslations, type Language, type Message } from "../../../db/schema/index.ts";
 import { defineJob } from "../../jobs/definition.ts";
 import { enqueueJob } from "../../jobs/outbox.ts";
 import type { Deps } from "../../deps.ts";
-import type { MessageTarget } from "../messaging/post-message.ts";
-import { targetReaderLanguages } from "../messaging/target-members.ts";
-import { hasProse } from "./protect.ts";
 
 export const translationJobs = {
   message: defineJob({
@@ -47,34 +45,6 @@ export function translationJobId(payload: TranslationJobPayload): string {
   return ["translate", payload.messageId, payload.language, payload.attempt && `r${payload.attempt}`]
     .filter(Boolean)
     .join("-");
-}
-
-/**
- * In the message's transaction: a pending translation for each language of its readers but
- * its own (all of them when its language is unknown), and the job, in one statement. Nothing,
- * not even a job, when all its readers share its language. Resolves with whether the job was added.
- */
-export async function queueTranslations(
-  tx: Executor,
-  now: Date,
-  message: { id: string; language: Language | null; target: MessageTarget; content: string },
-): Promise<boolean> {
-  if (!hasProse(message.content)) return false;
-  const at = now.toISOString();
-  return enqueueJob(
-    tx,
-    now,
-    translationJobs.message,
-    { messageId: message.id },
-    {
-      jobId: translationJobId({ messageId: message.id }),
-      onlyIfWritten: sql`insert into ${messageTranslations} (message_id, language, status, created_at, updated_at)
-        select ${message.id}, readers.language, 'pending', ${at}::timestamptz, ${at}::timestamptz
-        from (${targetReaderLanguages(message.target)}) readers
-        where readers.language is distinct from ${message.language}
-        returning 1`,
-    },
-  );
 }
 
 /**

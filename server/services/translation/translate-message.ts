@@ -24,7 +24,7 @@ import { writeWithEvents } from "../../events/streams.ts";
 import { retryDelayMs, type Backoff } from "../../jobs/backoff.ts";
 import { enqueueJob } from "../../jobs/outbox.ts";
 import { mapLimit } from "../../outbound-http.ts";
-import { messageStream } from "../messaging/post-message.ts";
+import { messageStream } from "../../policy/places.ts";
 import { proseOf, reassemble, splitForTranslation } from "./protect.ts";
 import { TranslationProviderError, type Translated, type TranslationProvider } from "./provider.ts";
 import { translationJobId, translationJobs, type TranslationJobPayload } from "./jobs.ts";

@@ -11,9 +11,9 @@
 //   8. the message, through the one message service, with its log entry and its idempotency
 //      key in its transaction: 201 {data: message}.
 import type { IncomingHttpHeaders } from "node:http";
-import { and, eq, gt, sql } from "drizzle-orm";
+import { and, eq, gt, sql, type SQL } from "drizzle-orm";
 import { z } from "zod";
-import type { Executor, Transaction } from "../../../db/client.ts";
+import type { Executor } from "../../../db/client.ts";
 import {
   inboundWebhooks,
   webhookIdempotencyKeys,
@@ -27,9 +27,8 @@ import { AppError, HTTP_STATUS, invalidField } from "../../errors.ts";
 import { parseBody } from "../../http/body.ts";
 import { idPattern, newId } from "../../ids.ts";
 import { findUnsafeText, unsafeTextError } from "../../input-text.ts";
-import type { MessageRecord } from "../../records/message.ts";
 import { booleanInput, validationErrorFromZod } from "../../validation.ts";
-import { postMessage } from "../messaging/post-message.ts";
+import { postMessageOutcome } from "../messaging/post-message.ts";
 import { WEBHOOK_NOT_FOUND } from "./manage.ts";
 import { checkSignature } from "./signature.ts";
 
@@ -166,41 +165,42 @@ async function handle(
     );
 
   // 8.
-  let message: MessageRecord | null;
-  try {
-    message = await postMessage(deps, {
-      author: {
-        type: "bot",
-        webhookId: webhook.id,
-        name: webhook.botName ?? webhook.name,
-        avatarUrl: webhook.botAvatarUrl,
-      },
-      target: { kind: "channel", workspaceId: webhook.workspaceId, channelId },
-      content: body.content,
-      skipTranslation: body.skip_translation ?? false,
-      alsoWrite: async (tx, record) => {
-        const answer = JSON.stringify({ data: record });
-        if (rawKey !== undefined && !(await claimKey(tx, deps.clock.now(), webhook.id, rawKey, requestHash, answer)))
-          throw new KeyTaken();
-        await logRequest(tx, deps, webhook, {
+  const now = deps.clock.now();
+  const outcome = await postMessageOutcome(deps, {
+    author: {
+      type: "bot",
+      webhookId: webhook.id,
+      name: webhook.botName ?? webhook.name,
+      avatarUrl: webhook.botAvatarUrl,
+    },
+    target: { kind: "channel", workspaceId: webhook.workspaceId, channelId },
+    content: body.content,
+    skipTranslation: body.skip_translation ?? false,
+    // The key and the log entry are written in the message's own statement.
+    alsoWrite: (record) => ({
+      guard:
+        rawKey === undefined
+          ? undefined
+          : claimKeySql(now, webhook.id, rawKey, requestHash, JSON.stringify({ data: record })),
+      after: [
+        logRequestSql(now, webhook, {
           status: 201,
           outcome: "accepted",
           reason: null,
           idempotencyKey: rawKey ?? null,
           ip: request.ip,
           messageId: record.id,
-        });
-      },
-    });
-  } catch (error) {
-    // The same key committed by a request that ran at the same moment (on this process or
-    // another): this one's message was rolled back; answer what that one answered.
-    if (error instanceof KeyTaken) {
-      await replayIfKnown(deps, webhook, rawKey!, requestHash);
-      throw new Error("an idempotency key was taken, then not found");
-    }
-    throw error;
+        }),
+      ],
+    }),
+  });
+  // The same key committed by a request that ran at the same moment (on this process or
+  // another): this one wrote nothing; answer what that one answered.
+  if (outcome.kind === "guarded") {
+    await replayIfKnown(deps, webhook, rawKey!, requestHash);
+    throw new Error("an idempotency key was taken, then not found");
   }
+  const message = outcome.kind === "posted" ? outcome.record : null;
   if (!message)
     throw rejectedFrom(invalidField("channel_id", "The selected channel id is invalid."), "validation_failed");
   return { status: 201, body: { data: message }, headers: {} };
@@ -244,8 +244,6 @@ function hashOfFields(body: PostBody): string {
   return sha256Hex(JSON.stringify([body.content, body.channel_id ?? null, body.skip_translation ?? false]));
 }
 
-class KeyTaken extends Error {}
-
 /** A stored result for this key (not older than the retention): replayed, or 422 for other fields. */
 async function replayIfKnown(deps: Deps, webhook: InboundWebhook, key: string, requestHash: string): Promise<void> {
   const since = new Date(deps.clock.now().getTime() - IDEMPOTENCY_RETENTION_MS);
@@ -275,43 +273,43 @@ async function replayIfKnown(deps: Deps, webhook: InboundWebhook, key: string, r
 }
 
 /**
- * The key's row, written in the message's transaction. A concurrent request with the same key
- * waits here on the row's lock until the first commits, then finds the key taken (and rolls
- * back its own message). A row past the retention is taken over.
+ * The key's row, as the guard of the message's statement (written only when the bot may post).
+ * A concurrent request with the same key waits on the row's lock until the first commits, then
+ * finds the key taken (and writes no message). A row past the retention is taken over.
  */
-async function claimKey(
-  tx: Transaction,
-  now: Date,
-  webhookId: string,
-  key: string,
-  requestHash: string,
-  body: string,
-): Promise<boolean> {
+function claimKeySql(now: Date, webhookId: string, key: string, requestHash: string, body: string): SQL {
+  const at = now.toISOString();
   const expired = new Date(now.getTime() - IDEMPOTENCY_RETENTION_MS).toISOString();
-  const claimed = await tx
-    .insert(webhookIdempotencyKeys)
-    .values({ webhookId, key, requestHash, status: 201, body, createdAt: now })
-    .onConflictDoUpdate({
-      target: [webhookIdempotencyKeys.webhookId, webhookIdempotencyKeys.key],
-      set: { requestHash, status: 201, body, createdAt: now },
-      setWhere: sql`${webhookIdempotencyKeys.createdAt} <= ${expired}::timestamptz`,
-    })
-    .returning({ key: webhookIdempotencyKeys.key });
-  return claimed.length > 0;
+  return sql`insert into ${webhookIdempotencyKeys} (webhook_id, key, request_hash, status, body, created_at)
+    select ${webhookId}, ${key}, ${requestHash}, 201, ${body}, ${at}::timestamptz where exists (select 1 from allowed)
+    on conflict (webhook_id, key) do update set request_hash = excluded.request_hash, status = 201,
+      body = excluded.body, created_at = excluded.created_at
+    where ${webhookIdempotencyKeys.createdAt} <= ${expired}::timestamptz
+    returning 1`;
+}
+
+type LogEntry = {
+  status: number;
+  outcome: WebhookOutcome;
+  reason: string | null;
+  idempotencyKey: string | null;
+  ip: string;
+  messageId: string | null;
+};
+
+/** The log entry of an accepted post, written in the message's statement once the message is. */
+function logRequestSql(now: Date, webhook: InboundWebhook, entry: LogEntry): SQL {
+  return sql`insert into ${webhookRequests} (id, webhook_id, status, outcome, reason, idempotency_key, ip, message_id, created_at)
+    select ${newId("webhookRequest", now.getTime())}, ${webhook.id}, ${entry.status}::integer, ${entry.outcome},
+      ${entry.reason}, ${entry.idempotencyKey}, ${entry.ip}, ${entry.messageId}, ${now.toISOString()}::timestamptz
+    where exists (select 1 from inserted)`;
 }
 
 async function logRequest(
   db: Executor,
   deps: Pick<Deps, "clock">,
   webhook: InboundWebhook,
-  entry: {
-    status: number;
-    outcome: WebhookOutcome;
-    reason: string | null;
-    idempotencyKey: string | null;
-    ip: string;
-    messageId: string | null;
-  },
+  entry: LogEntry,
 ): Promise<void> {
   const now = deps.clock.now();
   await db.insert(webhookRequests).values({

@@ -1,0 +1,39 @@
+// The places of a batch of message.created events as SQL rows: `unnest(...) as m(id, kind,
+// place_id, workspace_id, author_id, language)`, which the target policy's batch rules
+// (server/policy/places.ts) read as `m`.
+import { arrayParam } from "../../db/prepared.ts";
+import { sql, type SQL } from "drizzle-orm";
+import type { MessageRecord } from "../records/message.ts";
+import type { LoggedEvent } from "./kit.ts";
+
+export type CreatedMessage = { record: MessageRecord; sourceLanguage: string | null };
+
+/** The messages of message.created events. */
+export function createdMessages(events: LoggedEvent[]): CreatedMessage[] {
+  return events.flatMap((event) =>
+    event.payload.type === "message.created"
+      ? [
+          {
+            record: (event.payload.data as { message: MessageRecord }).message,
+            sourceLanguage: event.payload.source_language ?? null,
+          },
+        ]
+      : [],
+  );
+}
+
+export function messageRows(messages: CreatedMessage[]): SQL {
+  const place = ({ record }: CreatedMessage) =>
+    record.room_id !== null
+      ? { kind: "room", id: record.room_id }
+      : record.conversation_id !== null
+        ? { kind: "conversation", id: record.conversation_id }
+        : { kind: "channel", id: record.channel_id };
+  return sql`unnest(${arrayParam(messages.map(({ record }) => record.id))}::text[],
+      ${arrayParam(messages.map((message) => place(message).kind))}::text[],
+      ${arrayParam(messages.map((message) => place(message).id))}::text[],
+      ${arrayParam(messages.map(({ record }) => record.workspace_id))}::text[],
+      ${arrayParam(messages.map(({ record }) => (record.author?.type === "user" ? record.author.id : null)))}::integer[],
+      ${arrayParam(messages.map(({ sourceLanguage }) => sourceLanguage))}::text[])
+    as m(id, kind, place_id, workspace_id, author_id, language)`;
+}

@@ -1,0 +1,287 @@
+// The consumer kit: everything that follows a change (push, translation, outbound webhooks, and
+// whatever comes next) is a consumer of the positioned event log. A consumer declares which
+// event types it reads and what it does with a batch of them; the kit feeds it, keeps its
+// cursor and retries it.
+//
+// How a batch reaches a consumer: the relay (server/events/relay.ts) positions committed events
+// a batch at a time and hands the kit the rows it has just positioned, with the position it had
+// reached before them. A consumer whose cursor stands exactly there takes the batch from memory
+// (no read at all); any other consumer (just started, after a failure, after another process led)
+// reads the events after its cursor from the log first. So in the steady state a consumer costs
+// nothing to read, and one statement per batch that has work for it.
+//
+// Exactly once: a consumer writes its work and moves its cursor in one statement (or one
+// transaction), and only from the position it read (compare-and-set on consumer_cursors). A
+// crash before the commit leaves the cursor, so the batch is read again; after it, the work is
+// there (jobs carry stable ids). A batch with no work for a consumer moves its cursor in memory
+// only; the row follows lazily (with its next work, within PERSIST_IDLE_MS, or at shutdown), and
+// a consumer that reads such events again after a crash finds no work in them again.
+import { arrayParam } from "../../db/prepared.ts";
+import { sql, type SQL } from "drizzle-orm";
+import { rowsOf, type Database, type Executor } from "../../db/client.ts";
+import { consumerCursors, streamEvents } from "../../db/schema/index.ts";
+import type { EventPayload } from "../events/streams.ts";
+import { oncePer, type Logger } from "../logger.ts";
+import { retryDelayMs, type Backoff } from "../jobs/backoff.ts";
+
+/** An event of the log, positioned. */
+export type LoggedEvent = { position: number; createdAt: Date; payload: EventPayload };
+
+/** What a consumer's `handle` did with its batch. */
+export type BatchResult =
+  /** Nothing to do in this batch: the kit moves the cursor (lazily). */
+  | "nothing"
+  /** Work written, and the cursor moved with it (through `moveCursor`/`cursorMoveCte`). */
+  | { wrote: "jobs" | "rows" }
+  /** The cursor was not where the consumer read from (another process moved it): read again. */
+  | "moved_elsewhere";
+
+/** How a consumer moves its cursor with its work. */
+export type CursorMove = {
+  /**
+   * A CTE `moved as (update consumer_cursors …)` returning a row only when the cursor was at
+   * the batch's start: the consumer's writes in the same statement go `where exists (select 1 from moved)`.
+   */
+  cte: SQL;
+  /** The same inside a transaction: false means the cursor had moved elsewhere (roll back). */
+  inTransaction(tx: Executor): Promise<boolean>;
+};
+
+export interface Consumer {
+  /** Its row in consumer_cursors. */
+  readonly name: string;
+  /** The event types it reads; other events pass by at no cost. */
+  readonly types: ReadonlySet<string>;
+  /**
+   * Events after which `refresh` runs before the batch is handled (state the consumer keeps in
+   * memory to skip batches without a query, such as "no device is registered anywhere").
+   */
+  readonly refreshOn?: ReadonlySet<string>;
+  refresh?(): Promise<void>;
+  /** The work of one batch (only events of `types`; never empty). */
+  handle(events: LoggedEvent[], move: CursorMove): Promise<BatchResult>;
+}
+
+/** A consumer's cursor row is written this long after an idle batch moved it, at the latest. */
+const PERSIST_IDLE_MS = 30_000;
+/** Events read per statement while catching up. */
+const CATCH_UP_BATCH = 500;
+const RETRY: Backoff = { firstMs: 1_000, longestMs: 30_000, longestRetryAfterMs: 30_000 };
+
+type State = {
+  consumer: Consumer;
+  /** Done up to here (in memory); undefined until loaded. */
+  position: number | undefined;
+  /** What consumer_cursors holds (the compare-and-set's expected value). */
+  persisted: number | undefined;
+  failures: number;
+  retry?: NodeJS.Timeout;
+};
+
+type KitDeps = { db: Database; logger: Logger; onJobsWritten: () => void };
+
+export class ConsumerKit {
+  private readonly states: State[];
+  /** The newest position the relay has handed over. */
+  private reached = 0;
+  private chain: Promise<void> = Promise.resolve();
+  private running = false;
+  private persistTimer: NodeJS.Timeout | undefined;
+  private readonly mayWarn = oncePer();
+
+  constructor(
+    private readonly deps: KitDeps,
+    consumers: Consumer[],
+  ) {
+    this.states = consumers.map((consumer) => ({ consumer, position: undefined, persisted: undefined, failures: 0 }));
+  }
+
+  /**
+   * This process has become the relay: load the cursors (a consumer seen for the first time
+   * starts at the newest position: it does not work through history) and the consumers' state.
+   */
+  async start(): Promise<void> {
+    if (this.states.length === 0) return;
+    this.running = true;
+    await this.serially(async () => {
+      const names = this.states.map((state) => state.consumer.name);
+      const rows = rowsOf<{ name: string; position: string }>(
+        await this.deps.db.execute(sql`
+          with created as (
+            insert into ${consumerCursors} (name, position)
+            select unnest(${arrayParam(names)}::text[]), coalesce((select max(position) from ${streamEvents}), 0)
+            on conflict (name) do nothing returning name, position)
+          select name, position::text as position from created
+          union all select name, position::text from ${consumerCursors} where name = any(${arrayParam(names)}::text[])`),
+      );
+      for (const state of this.states) {
+        const row = rows.find((candidate) => candidate.name === state.consumer.name);
+        state.position = state.persisted = row ? Number(row.position) : 0;
+        this.reached = Math.max(this.reached, state.position);
+      }
+      await Promise.all(this.states.map((state) => state.consumer.refresh?.()));
+    }).catch((error: unknown) => this.warn(error, "consumers: could not load their cursors"));
+  }
+
+  /**
+   * The relay positioned `events`, the first of them after `after` (undefined: not known, e.g.
+   * the relay's first batch): each consumer handles them, in order, after what it has pending.
+   */
+  positioned(events: LoggedEvent[], after: number | undefined): void {
+    if (!this.running || events.length === 0) return;
+    const to = events.at(-1)!.position;
+    this.reached = Math.max(this.reached, to);
+    void this.serially(async () => {
+      for (const state of this.states)
+        await this.advance(state, after === undefined ? undefined : { after, events }, to);
+    });
+  }
+
+  /** Resolves when every batch handed over so far has been handled (tests, shutdown). */
+  async flush(): Promise<void> {
+    await this.chain;
+  }
+
+  /** This process stops leading (or shuts down): writes the idle cursors and stops. */
+  async stop(): Promise<void> {
+    this.running = false;
+    clearTimeout(this.persistTimer);
+    for (const state of this.states) clearTimeout(state.retry);
+    await this.serially(() => this.persistIdle());
+  }
+
+  private serially(task: () => Promise<void>): Promise<void> {
+    const next = this.chain.then(task, task);
+    this.chain = next.catch(() => {});
+    return next;
+  }
+
+  /** Brings one consumer up to `upTo`, from the batch in memory when it continues its cursor. */
+  private async advance(
+    state: State,
+    batch: { after: number; events: LoggedEvent[] } | undefined,
+    upTo: number,
+  ): Promise<void> {
+    if (state.position === undefined || state.retry) return; // not loaded, or waiting to retry
+    try {
+      if (batch && state.position === batch.after) {
+        await this.handle(state, batch.events);
+      }
+      while (state.position < upTo) {
+        const events = await this.read(state.position, upTo);
+        if (events.length === 0) {
+          state.position = upTo;
+          break;
+        }
+        await this.handle(state, events);
+      }
+      state.failures = 0;
+    } catch (error) {
+      this.warn(error, `consumers: ${state.consumer.name} failed; it will read its events again`);
+      state.failures += 1;
+      // Re-read the cursor from the database on the retry, in case another process moved it.
+      state.retry = setTimeout(
+        () => {
+          state.retry = undefined;
+          if (!this.running) return;
+          void this.serially(async () => {
+            await this.reload(state);
+            await this.advance(state, undefined, this.reached);
+          });
+        },
+        retryDelayMs(RETRY, state.failures + 1, undefined),
+      ).unref();
+    }
+  }
+
+  private async handle(state: State, events: LoggedEvent[]): Promise<void> {
+    const { consumer } = state;
+    const to = events.at(-1)!.position;
+    if (consumer.refreshOn && events.some((event) => consumer.refreshOn!.has(event.payload.type))) {
+      await consumer.refresh?.();
+    }
+    const mine = events.filter((event) => consumer.types.has(event.payload.type));
+    const result = mine.length === 0 ? "nothing" : await consumer.handle(mine, this.cursorMove(state, to));
+    if (result === "moved_elsewhere") throw new Error(`the ${consumer.name} cursor was moved by another process`);
+    state.position = to;
+    if (result === "nothing") return this.schedulePersist();
+    state.persisted = to;
+    if (result.wrote === "jobs") this.deps.onJobsWritten();
+  }
+
+  private cursorMove(state: State, to: number): CursorMove {
+    const { name } = state.consumer;
+    const from = state.persisted!;
+    return {
+      cte: sql`moved as (update ${consumerCursors} set position = ${to}, updated_at = now()
+        where name = ${name} and position = ${from} returning 1)`,
+      inTransaction: async (tx) => {
+        const rows = rowsOf(
+          await tx.execute(sql`update ${consumerCursors} set position = ${to}, updated_at = now()
+            where name = ${name} and position = ${from} returning 1`),
+        );
+        return rows.length > 0;
+      },
+    };
+  }
+
+  /** The events after `position`, up to `upTo`, oldest first. */
+  private async read(position: number, upTo: number): Promise<LoggedEvent[]> {
+    const rows = rowsOf<{ position: string; created_at: Date | string; payload: unknown }>(
+      await this.deps.db.execute(sql`
+        select position::text as position, created_at, payload from ${streamEvents}
+        where position > ${position} and position <= ${upTo}
+        order by position limit ${CATCH_UP_BATCH}`),
+    );
+    return rows.map(toLoggedEvent);
+  }
+
+  private async reload(state: State): Promise<void> {
+    const [row] = rowsOf<{ position: string }>(
+      await this.deps.db.execute(
+        sql`select position::text as position from ${consumerCursors} where name = ${state.consumer.name}`,
+      ),
+    );
+    if (row) state.position = state.persisted = Number(row.position);
+  }
+
+  private schedulePersist(): void {
+    if (this.persistTimer || !this.running) return;
+    this.persistTimer = setTimeout(() => {
+      this.persistTimer = undefined;
+      void this.serially(() => this.persistIdle());
+    }, PERSIST_IDLE_MS).unref();
+  }
+
+  /** Writes the cursors that idle batches moved, in one statement (each only from where it was). */
+  private async persistIdle(): Promise<void> {
+    const behind = this.states.filter(
+      (state) => state.position !== undefined && state.persisted !== undefined && state.position > state.persisted,
+    );
+    if (behind.length === 0) return;
+    try {
+      await this.deps.db.execute(sql`
+        update ${consumerCursors} c set position = v.position, updated_at = now()
+        from (select unnest(${arrayParam(behind.map((state) => state.consumer.name))}::text[]) as name,
+          unnest(${arrayParam(behind.map((state) => state.persisted!))}::bigint[]) as expected,
+          unnest(${arrayParam(behind.map((state) => state.position!))}::bigint[]) as position) v
+        where c.name = v.name and c.position = v.expected`);
+      // A row another process moved meanwhile is re-read by the next batch's compare-and-set.
+      for (const state of behind) state.persisted = state.position;
+    } catch (error) {
+      this.warn(error, "consumers: could not write their cursors");
+    }
+  }
+
+  private warn(error: unknown, message: string): void {
+    if (this.mayWarn()) this.deps.logger.warn({ err: error }, message);
+  }
+}
+
+export function toLoggedEvent(row: { position: string | number; created_at: Date | string; payload: unknown }): LoggedEvent {
+  return {
+    position: Number(row.position),
+    createdAt: new Date(row.created_at),
+    payload: (typeof row.payload === "string" ? JSON.parse(row.payload) : row.payload) as EventPayload,
+  };
+}

@@ -1,0 +1,95 @@
+// The consumers of the event log (server/consumers/): a consumer's statements per message fall
+// as its batch grows (one statement per batch, whatever its size), and a consumer with nothing
+// to do costs no statement at all.
+import { sql } from "drizzle-orm";
+import { describe, expect, it } from "vitest";
+import type { Database } from "../db/client.ts";
+import { statementScope } from "../db/statement-count.ts";
+import type { LoggedEvent } from "../server/consumers/kit.ts";
+import { pushConsumer } from "../server/consumers/push.ts";
+import { createWorkspaceWithGeneral, registerUser } from "./helpers/factories.ts";
+import { useTestServer } from "./helpers/server.ts";
+import { statementsOf } from "./helpers/statements.ts";
+
+const ctx = useTestServer();
+
+function createdEvents(count: number, place: { workspaceId: string; channelId: string }, authorId: number): LoggedEvent[] {
+  return Array.from({ length: count }, (_, index) => ({
+    position: index + 1,
+    createdAt: new Date(),
+    payload: {
+      type: "message.created",
+      scope: { workspace_id: place.workspaceId, channel_id: place.channelId },
+      data: {
+        message: {
+          id: `msg_BATCHTEST${Math.random().toString(36).slice(2, 10).toUpperCase()}${index}`,
+          workspace_id: place.workspaceId,
+          channel_id: place.channelId,
+          conversation_id: null,
+          room_id: null,
+          type: "text",
+          author: { type: "user", id: authorId, name: "Author", avatar_url: null },
+        },
+      },
+    },
+  }));
+}
+
+describe("the push consumer", () => {
+  it("runs one statement per batch: its statements per message fall as the batch grows", async () => {
+    const [owner, author] = await Promise.all([registerUser(ctx.api), registerUser(ctx.api)]);
+    const place = await createWorkspaceWithGeneral(ctx.api, owner);
+    // The channel's member with a device is woken by messages of someone else.
+    const device = await ctx.api.post(
+      "/api/v1/devices",
+      { platform: "ios", provider: "expo", push_token: `ExponentPushToken[batch-${owner.id}]` },
+      { token: owner.token },
+    );
+    expect(device.status).toBe(201);
+
+    const { deps } = ctx.server.app;
+    const consumer = pushConsumer({ db: deps.db as Database, clock: deps.clock });
+    await consumer.refresh?.();
+    const move = { cte: sql`moved as (select 1)`, inTransaction: async () => true };
+    const counter = statementsOf(ctx.server);
+    const perMessage: number[] = [];
+    for (const size of [1, 10, 100]) {
+      const scope = `push-batch-${size}-${Math.random()}`;
+      const mark = counter.total();
+      const result = await statementScope(scope, () =>
+        consumer.handle(createdEvents(size, place, author.id), move),
+      );
+      expect(result).toEqual({ wrote: "jobs" });
+      perMessage.push(counter.inScope(scope, mark).count / size);
+    }
+    expect(perMessage[0]).toBe(1);
+    expect(perMessage[1]).toBeLessThan(perMessage[0]!);
+    expect(perMessage[2]).toBeLessThan(perMessage[1]!);
+  });
+
+  it("costs no statement for a batch while nobody has a device", async () => {
+    const { deps } = ctx.server.app;
+    const consumer = pushConsumer({ db: deps.db as Database, clock: deps.clock });
+    // As the consumer sees it after a refresh that found no device.
+    await deps.db.transaction(async (tx) => {
+      const inner = pushConsumer({ db: tx as unknown as Database, clock: deps.clock });
+      await tx.execute(sql`delete from push_devices`);
+      await inner.refresh?.();
+      const counter = statementsOf(ctx.server);
+      const scope = `push-nobody-${Math.random()}`;
+      const mark = counter.total();
+      const result = await statementScope(scope, () =>
+        inner.handle(createdEvents(5, { workspaceId: "wsp_x", channelId: "chn_x" }, 1), {
+          cte: sql`moved as (select 1)`,
+          inTransaction: async () => true,
+        }),
+      );
+      expect(result).toBe("nothing");
+      expect(counter.inScope(scope, mark).count).toBe(0);
+      tx.rollback();
+    }).catch((error: unknown) => {
+      if (!(error instanceof Error) || !error.message.includes("Rollback")) throw error;
+    });
+    expect(consumer.name).toBe("push");
+  });
+});

@@ -1,0 +1,339 @@
+// Statement budgets, counted at the database driver (db/statement-count.ts): how many statements
+// a post runs in its own request scope (each kind of post, with a token used just before and with
+// one never used), and how many the whole process runs while nobody uses it. Then the counter's
+// own checks: it sees a transaction's BEGIN and COMMIT, a reserved connection's statements, and
+// gives each statement to its scope when scopes run at once.
+//
+// The idle window takes 90 s (30 s of warm-up, then 60 s counted) on a server of its own: it runs
+// concurrently with the rest of the file. STATEMENT_BUDGET_WARMUP_MS and STATEMENT_BUDGET_WINDOW_MS
+// shorten it when debugging (the budget scales with the window).
+import WebSocket from "ws";
+import { sql } from "drizzle-orm";
+import { describe, expect, it } from "vitest";
+import { rowsOf } from "../db/client.ts";
+import { BACKGROUND_SCOPE, detached, statementScope } from "../db/statement-count.ts";
+import { clientFrames, trpcSocketUrl } from "../server/http/trpc-ws-protocol.ts";
+import { RunLoop } from "../server/run-loop.ts";
+import type { ApiResponse } from "./helpers/api.ts";
+import { createWorkspaceWithGeneral, registerUser, type RegisteredUser } from "./helpers/factories.ts";
+import { startTestServer, useTestServer } from "./helpers/server.ts";
+import {
+  countIdleStatements,
+  countRequestStatements,
+  describeStatements,
+  measureRequest,
+  newRequestId,
+  statementsOf,
+  type CountedStatements,
+} from "./helpers/statements.ts";
+
+const POST_BUDGET = 2;
+const WEBHOOK_POST_BUDGET = 4;
+const IDLE_BUDGET_PER_MINUTE = 12;
+
+const WARMUP_MS = Number(process.env.STATEMENT_BUDGET_WARMUP_MS ?? 30_000);
+const WINDOW_MS = Number(process.env.STATEMENT_BUDGET_WINDOW_MS ?? 60_000);
+const IDLE_BUDGET = Math.ceil((IDLE_BUDGET_PER_MINUTE * WINDOW_MS) / 60_000);
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function report(what: string, counted: CountedStatements, budget: number): string {
+  return `${what} ran ${counted.count} statements (budget ${budget}):\n${describeStatements(counted)}`;
+}
+
+describe.concurrent("an idle server", () => {
+  it(
+    `runs at most ${IDLE_BUDGET} statements in ${WINDOW_MS / 1000} s, all scopes, after ${WARMUP_MS / 1000} s of warm-up`,
+    { timeout: WARMUP_MS + WINDOW_MS + 60_000 },
+    async () => {
+      const server = await startTestServer();
+      try {
+        await sleep(WARMUP_MS);
+        const idle = await countIdleStatements(server, WINDOW_MS);
+        expect(idle.count, report(`an idle server, in ${WINDOW_MS / 1000} s,`, idle, IDLE_BUDGET)).toBeLessThanOrEqual(
+          IDLE_BUDGET,
+        );
+      } finally {
+        await server.close();
+      }
+    },
+  );
+});
+
+// Concurrent with the idle server only: the tests inside run one after another.
+describe.concurrent("requests", () => {
+  describe.sequential("on one server", () => {
+    const ctx = useTestServer();
+
+    async function login(user: RegisteredUser): Promise<string> {
+      const response = await ctx.api.post("/api/v1/auth/app/login", { email: user.email, password: user.password });
+      expect(response.status, JSON.stringify(response.body)).toBe(200);
+      return response.body.access_token;
+    }
+
+    /** One kind of post, ready to send: `post(token, headers)` posts once more. */
+    type Poster = {
+      user: RegisteredUser;
+      post(token: string, headers: Record<string, string>): Promise<ApiResponse>;
+    };
+
+    async function channelPoster(): Promise<Poster & { workspaceId: string; channelId: string }> {
+      const user = await registerUser(ctx.api, { name: "Poster" });
+      const { workspaceId, channelId } = await createWorkspaceWithGeneral(ctx.api, user);
+      const path = `/api/v1/workspaces/${workspaceId}/channels/${channelId}/messages`;
+      return {
+        user,
+        workspaceId,
+        channelId,
+        post: (token, headers) => ctx.api.post(path, { content: "Budget check" }, { token, headers }),
+      };
+    }
+
+    const posters: Record<string, () => Promise<Poster>> = {
+      "a channel post": channelPoster,
+      "a thread reply": async () => {
+        const channel = await channelPoster();
+        const parent = await channel.post(channel.user.token, {});
+        expect(parent.status, JSON.stringify(parent.body)).toBe(201);
+        const path = `/api/v1/workspaces/${channel.workspaceId}/channels/${channel.channelId}/messages`;
+        const body = { content: "Budget reply", parent_message_id: parent.body.data.id };
+        return { user: channel.user, post: (token, headers) => ctx.api.post(path, body, { token, headers }) };
+      },
+      "a direct message": async () => {
+        const [user, other] = await Promise.all([
+          registerUser(ctx.api, { name: "Dora" }),
+          registerUser(ctx.api, { name: "Dan" }),
+        ]);
+        const opened = await ctx.api.post(
+          "/api/v1/direct-conversations",
+          { participant_user_id: other.id },
+          { token: user.token },
+        );
+        expect([200, 201], JSON.stringify(opened.body)).toContain(opened.status);
+        const path = `/api/v1/direct-conversations/${opened.body.data.id}/messages`;
+        return { user, post: (token, headers) => ctx.api.post(path, { content: "Budget DM" }, { token, headers }) };
+      },
+      "a temporary-room message": async () => {
+        const user = await registerUser(ctx.api, { name: "Rhea" });
+        const created = await ctx.api.post("/api/v1/external/rooms", { name: "Budget room" }, { token: user.token });
+        expect(created.status, JSON.stringify(created.body)).toBe(201);
+        const path = `/api/v1/external/rooms/${created.body.data.room_id}/messages`;
+        return { user, post: (token, headers) => ctx.api.post(path, { content: "Budget talk" }, { token, headers }) };
+      },
+    };
+
+    async function expectPostWithin(what: string, poster: Poster, token: string, budget: number) {
+      const measured = await measureRequest(ctx.server, (headers) => poster.post(token, headers), "post");
+      expect(measured.response.status, JSON.stringify(measured.response.body)).toBe(201);
+      expect(measured.complete).toBe(true);
+      expect(measured.count, report(`${what} (request ${measured.requestId})`, measured, budget)).toBeLessThanOrEqual(
+        budget,
+      );
+    }
+
+    describe.each(Object.keys(posters))("%s", (kind) => {
+      it(`runs at most ${POST_BUDGET} statements in its request with a token used just before`, async () => {
+        const poster = await posters[kind]!();
+        // The same post just before: the token, and everything else the post reads, is warm.
+        expect((await poster.post(poster.user.token, {})).status).toBe(201);
+        await expectPostWithin(`${kind} with a cached token`, poster, poster.user.token, POST_BUDGET);
+      });
+
+      it(`runs at most ${POST_BUDGET} statements in its request with a token never used before`, async () => {
+        const poster = await posters[kind]!();
+        // Warm the post itself with the user's other token: only the new token is cold.
+        expect((await poster.post(poster.user.token, {})).status).toBe(201);
+        const fresh = await login(poster.user);
+        await expectPostWithin(`${kind} with a fresh token`, poster, fresh, POST_BUDGET);
+      });
+    });
+
+    it(`a webhook post runs at most ${WEBHOOK_POST_BUDGET} statements in its request`, async () => {
+      const owner = await registerUser(ctx.api, { name: "Olga" });
+      const { workspaceId, channelId } = await createWorkspaceWithGeneral(ctx.api, owner);
+      const created = await ctx.api.post(
+        `/api/v1/workspaces/${workspaceId}/webhooks`,
+        { name: "CI", default_channel_id: channelId, bot_name: "CI bot" },
+        { token: owner.token },
+      );
+      expect(created.status, JSON.stringify(created.body)).toBe(201);
+      const hook = created.body.data as { id: string; secret: string };
+      const post = (headers: Record<string, string>) =>
+        ctx.api.post(
+          `/webhooks/${hook.id}/messages`,
+          { content: "Build 42 passed" },
+          {
+            headers: { "X-Service-Webhook-Secret": hook.secret, ...headers },
+          },
+        );
+      expect((await post({})).status).toBe(201);
+      const measured = await measureRequest(ctx.server, post, "webhook");
+      expect(measured.response.status, JSON.stringify(measured.response.body)).toBe(201);
+      expect(measured.complete).toBe(true);
+      expect(
+        measured.count,
+        report(`a webhook post (request ${measured.requestId})`, measured, WEBHOOK_POST_BUDGET),
+      ).toBeLessThanOrEqual(WEBHOOK_POST_BUDGET);
+    });
+
+    describe("the counter", () => {
+      const database = () => ctx.server.app.database;
+      const textsIn = (scope: string, mark: number) =>
+        database()
+          .statements.inScope(scope, mark)
+          .statements.map((statement) => statement.text)
+          // What a new postgres.js connection runs first, whoever opened it.
+          .filter((text) => !text.includes("pg_catalog.pg_type"));
+
+      it("sees a transaction's BEGIN and COMMIT (and ROLLBACK), in the scope that ran it", async () => {
+        const { db, statements } = database();
+        const mark = statements.total();
+        await statementScope("counter-commit", () =>
+          db.transaction(async (tx) => {
+            await tx.execute(sql`select 1 as committed_one`);
+          }),
+        );
+        await statementScope("counter-rollback", () =>
+          db
+            .transaction(async (tx) => {
+              await tx.execute(sql`select 2 as rolled_back`);
+              throw new Error("roll back");
+            })
+            .catch(() => {}),
+        );
+        expect(textsIn("counter-commit", mark)).toEqual([
+          expect.stringMatching(/^begin/i),
+          expect.stringContaining("committed_one"),
+          expect.stringMatching(/^commit/i),
+        ]);
+        expect(textsIn("counter-rollback", mark)).toEqual([
+          expect.stringMatching(/^begin/i),
+          expect.stringContaining("rolled_back"),
+          expect.stringMatching(/^rollback/i),
+        ]);
+        expect(statements.total() - mark).toBeGreaterThanOrEqual(6);
+      });
+
+      it("sees the statements of a reserved connection (DatabaseHandle.session())", async () => {
+        const { statements } = database();
+        const mark = statements.total();
+        await statementScope("counter-session", async () => {
+          const session = await database().session();
+          try {
+            // Two at once on one connection: the second waits for the first's answer.
+            await Promise.all([
+              session.query("select $1::int as reserved_one", [1]),
+              session.query("select $1::int as reserved_two", [2]),
+            ]);
+            await session.query("select 3 as reserved_three", []);
+          } finally {
+            session.release();
+          }
+        });
+        expect(textsIn("counter-session", mark)).toEqual([
+          expect.stringContaining("reserved_one"),
+          expect.stringContaining("reserved_two"),
+          expect.stringContaining("reserved_three"),
+        ]);
+      });
+
+      it("gives each statement to its own scope when two scopes run at once (more queries than connections)", async () => {
+        const { db, statements } = database();
+        const mark = statements.total();
+        // A distinct text each, with a parameter: never prepared before, so each holds its
+        // connection until answered, and the later ones wait for a free connection.
+        const burst = (label: string) =>
+          statementScope(label, () =>
+            Promise.all(
+              Array.from({ length: 15 }, (_, index) =>
+                db.execute(sql`select ${label}::text as scope, ${sql.raw(String(index))} as n`),
+              ),
+            ),
+          );
+        const [first, second] = await Promise.all([burst("counter-a"), burst("counter-b")]);
+        expect(first.flatMap((result) => rowsOf<{ scope: string }>(result).map((row) => row.scope))).toEqual(
+          Array(15).fill("counter-a"),
+        );
+        expect(second).toHaveLength(15);
+        for (const label of ["counter-a", "counter-b"]) {
+          const texts = textsIn(label, mark);
+          expect(texts, label).toHaveLength(15);
+          expect(
+            texts.every((text) => text.includes("as scope")),
+            label,
+          ).toBe(true);
+        }
+        // The parameters are not kept, so check the split by the texts' numbers instead.
+        const numbers = (label: string) =>
+          textsIn(label, mark)
+            .map((text) => Number(/as scope, (\d+) as n/.exec(text)?.[1]))
+            .sort((a, b) => a - b);
+        expect(numbers("counter-a")).toEqual(Array.from({ length: 15 }, (_, index) => index));
+        expect(numbers("counter-b")).toEqual(Array.from({ length: 15 }, (_, index) => index));
+      });
+
+      it("leaves detached work and RunLoop runs to the background, even when a scope woke them", async () => {
+        const { db, statements } = database();
+        const mark = statements.total();
+        await statementScope("counter-waker", async () => {
+          await db.execute(sql`select 'in scope' as waker`);
+          // A drizzle query runs when awaited: await it inside the detached function.
+          await detached(async () => {
+            await db.execute(sql`select 'detached' as waker`);
+          });
+          const loop = new RunLoop(
+            async () => {
+              await db.execute(sql`select 'run loop' as waker`);
+              return false;
+            },
+            () => true,
+          );
+          loop.request();
+          await loop.idle();
+        });
+        expect(textsIn("counter-waker", mark)).toEqual([expect.stringContaining("'in scope'")]);
+        const background = textsIn(BACKGROUND_SCOPE, mark).filter((text) => text.includes("as waker"));
+        expect(background).toEqual([expect.stringContaining("'detached'"), expect.stringContaining("'run loop'")]);
+      });
+
+      it("counts an HTTP request's statements under its X-Request-Id", async () => {
+        const user = await registerUser(ctx.api, { name: "Hugo" });
+        const { workspaceId } = await createWorkspaceWithGeneral(ctx.api, user);
+        const measured = await measureRequest(ctx.server, (headers) =>
+          ctx.api.get(`/api/v1/workspaces/${workspaceId}/channels`, { token: user.token, headers }),
+        );
+        expect(measured.response.status).toBe(200);
+        expect(measured.count).toBeGreaterThanOrEqual(1);
+        expect(measured.statements.every((statement) => statement.scope === measured.requestId)).toBe(true);
+      });
+
+      it("counts a WebSocket frame's statements under the connection's request id", async () => {
+        const user = await registerUser(ctx.api, { name: "Wanda" });
+        await createWorkspaceWithGeneral(ctx.api, user);
+        const requestId = newRequestId("socket");
+        const mark = statementsOf(ctx.server).total();
+        const socket = new WebSocket(trpcSocketUrl(ctx.server.url), { headers: { "X-Request-Id": requestId } });
+        try {
+          const answer = new Promise<unknown>((resolve, reject) => {
+            socket.on("message", (data) => {
+              const text = data.toString();
+              if (text.startsWith("{") && (JSON.parse(text) as { id?: unknown }).id === 1) resolve(JSON.parse(text));
+            });
+            socket.once("error", reject);
+          });
+          await new Promise((resolve, reject) => {
+            socket.once("open", resolve);
+            socket.once("error", reject);
+          });
+          socket.send(clientFrames.connectionParams({ token: user.token }));
+          socket.send(clientFrames.request(1, "query", "workspaces.list"));
+          expect(await answer).toMatchObject({ result: { type: "data" } });
+        } finally {
+          socket.close();
+        }
+        const counted = await countRequestStatements(ctx.server, requestId, { mark });
+        expect(counted.count, describeStatements(counted)).toBeGreaterThanOrEqual(1);
+      });
+    });
+  });
+});
