@@ -6,8 +6,7 @@ import { and, asc, gt, inArray, sql } from "drizzle-orm";
 import type { Database, Executor, Transaction } from "../../db/client.ts";
 import { runPrepared } from "../../db/prepared.ts";
 import { streamEvents, type Language, type StreamEventRow } from "../../db/schema/index.ts";
-import { isoTimestamp } from "../clock.ts";
-import type { Deps } from "../deps.ts";
+import { isoTimestamp, type Clock } from "../clock.ts";
 import {
   checkedEventData,
   type Audience,
@@ -79,7 +78,7 @@ export async function recordEvents(
 export const RELAY_NOTIFY_CHANNEL = "chat_stream_events";
 
 /** What writing events needs; without a relay (the CLI) the running server's relay is woken by NOTIFY. */
-export type EventWriteDeps = Pick<Deps, "db" | "clock"> & { relay?: Pick<Deps["relay"], "wake"> };
+export type EventWriteDeps = { db: Database; clock: Clock; relay?: { wake(): void } };
 
 /**
  * Runs a change in one transaction with the events it reports: `emit` collects them, and they

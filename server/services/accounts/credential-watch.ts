@@ -6,7 +6,9 @@
 // revocation, nothing per delivered event. After the bus reconnects, every held token is
 // re-checked (a revocation may have been published meanwhile), and a session token that expires
 // is let go at its expiry.
-import type { Deps } from "../../deps.ts";
+import type { Database } from "../../../db/client.ts";
+import type { Clock } from "../../clock.ts";
+import type { Logger } from "../../logger.ts";
 import type { EventBus } from "../../events/bus.ts";
 import { streams, type BusEvent } from "../../events/streams.ts";
 import { liveTokenIds } from "./tokens.ts";
@@ -22,7 +24,7 @@ export class CredentialWatch {
   private readonly holders = new Set<Holder>();
   private readonly cleanups: (() => void)[] = [];
 
-  constructor(private readonly deps: Pick<Deps, "db" | "clock" | "logger"> & { events: EventBus }) {}
+  constructor(private readonly deps: { db: Database; clock: Clock; logger: Logger; events: EventBus }) {}
 
   async start(): Promise<void> {
     this.cleanups.push(
