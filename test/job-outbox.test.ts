@@ -15,6 +15,7 @@ import { jobOutbox } from "../db/schema/index.ts";
 import { ManualClock } from "../server/clock.ts";
 import {
   defineJob,
+  jobHandler,
   PermanentJobError,
   type EnqueueOptions,
   type JobDefinition,
@@ -74,9 +75,7 @@ afterEach(async () => {
 });
 
 function outboxWith(queue: JobQueue, clock = new ManualClock()) {
-  const handlers: JobHandlers = new Map([
-    [probeJob.name, { definition: probeJob as JobDefinition<unknown>, handle: async () => {} }],
-  ]);
+  const handlers: JobHandlers = new Map([jobHandler(probeJob, async () => {})]);
   const outbox = new JobOutbox({
     db: db(),
     jobs: queue,
@@ -163,9 +162,7 @@ describe("the outbox relay", () => {
 describe("settling", () => {
   it("deletes the row when the job succeeds, or fails for good; keeps it while retries remain", async () => {
     const outcomes: (() => Promise<void>)[] = [];
-    const handlers: JobHandlers = new Map([
-      [probeJob.name, { definition: probeJob as JobDefinition<unknown>, handle: () => outcomes.shift()!() }],
-    ]);
+    const handlers: JobHandlers = new Map([jobHandler(probeJob, () => outcomes.shift()!())]);
     const settled = settleOutboxJobs(handlers, db()).get(probeJob.name)!;
     for (const jobId of ["probe-ok", "probe-retry", "probe-last", "probe-permanent"])
       await enqueueJob(db(), new Date(), probeJob, { n: 1 }, { jobId });

@@ -7,7 +7,7 @@ import path from "node:path";
 import { simpleParser } from "mailparser";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { defineJob, PermanentJobError, type JobDefinition, type JobHandlers } from "../server/jobs/definition.ts";
+import { defineJob, jobHandler, PermanentJobError, type JobHandlers } from "../server/jobs/definition.ts";
 import { InProcessJobQueue } from "../server/jobs/in-process.ts";
 import { createLogger } from "../server/logger.ts";
 import { restClient } from "./helpers/api.ts";
@@ -248,10 +248,7 @@ describe("InProcessJobQueue", () => {
   /** A queue whose sentinel job resolves a promise: enqueued with a delay longer than any retry. */
   function queueWith(handlers: JobHandlers) {
     const sentinelRan = deferred();
-    handlers.set(sentinel.name, {
-      definition: sentinel as JobDefinition<unknown>,
-      handle: async () => sentinelRan.resolve(),
-    });
+    handlers.set(...jobHandler(sentinel, async () => sentinelRan.resolve()));
     const queue = new InProcessJobQueue(() => handlers, logger);
     return { queue, sentinelRan: sentinelRan.promise };
   }
@@ -261,17 +258,11 @@ describe("InProcessJobQueue", () => {
     const succeeded = deferred();
     const { queue, sentinelRan } = queueWith(
       new Map([
-        [
-          flaky.name,
-          {
-            definition: flaky as JobDefinition<unknown>,
-            handle: async (data: unknown, info: { attempt: number; jobId: string }) => {
-              calls.push({ ...info, n: (data as { n: number }).n });
-              if (calls.length < 3) throw new Error(`failure ${calls.length}`);
-              succeeded.resolve();
-            },
-          },
-        ],
+        jobHandler(flaky, async ({ n }, info) => {
+          calls.push({ ...info, n });
+          if (calls.length < 3) throw new Error(`failure ${calls.length}`);
+          succeeded.resolve();
+        }),
       ]),
     );
     await queue.enqueue(flaky, { n: 7 });
@@ -290,17 +281,11 @@ describe("InProcessJobQueue", () => {
     const failed = deferred();
     const { queue, sentinelRan } = queueWith(
       new Map([
-        [
-          permanent.name,
-          {
-            definition: permanent as JobDefinition<unknown>,
-            handle: async () => {
-              calls++;
-              failed.resolve();
-              throw new PermanentJobError("the record is gone");
-            },
-          },
-        ],
+        jobHandler(permanent, async () => {
+          calls++;
+          failed.resolve();
+          throw new PermanentJobError("the record is gone");
+        }),
       ]),
     );
     await queue.enqueue(permanent, { n: 1 });
@@ -320,11 +305,7 @@ describe("InProcessJobQueue", () => {
   it("runs a job once per jobId while it is known", async () => {
     let calls = 0;
     const done = deferred();
-    const { queue, sentinelRan } = queueWith(
-      new Map([
-        [slow.name, { definition: slow as JobDefinition<unknown>, handle: async () => void (calls++, done.resolve()) }],
-      ]),
-    );
+    const { queue, sentinelRan } = queueWith(new Map([jobHandler(slow, async () => void (calls++, done.resolve()))]));
     await queue.enqueue(slow, { n: 1 }, { jobId: "same", delayMs: 20 });
     await queue.enqueue(slow, { n: 1 }, { jobId: "same", delayMs: 20 });
     await done.promise;
@@ -340,17 +321,11 @@ describe("InProcessJobQueue", () => {
     let finished = false;
     const { queue } = queueWith(
       new Map([
-        [
-          slow.name,
-          {
-            definition: slow as JobDefinition<unknown>,
-            handle: async () => {
-              started.resolve();
-              await release.promise;
-              finished = true;
-            },
-          },
-        ],
+        jobHandler(slow, async () => {
+          started.resolve();
+          await release.promise;
+          finished = true;
+        }),
       ]),
     );
     await queue.enqueue(slow, { n: 1 });
@@ -367,9 +342,7 @@ describe("InProcessJobQueue", () => {
 
   it("close() does not wait for jobs that have not started, and runs nothing after", async () => {
     let calls = 0;
-    const { queue } = queueWith(
-      new Map([[slow.name, { definition: slow as JobDefinition<unknown>, handle: async () => void calls++ }]]),
-    );
+    const { queue } = queueWith(new Map([jobHandler(slow, async () => void calls++)]));
     await queue.enqueue(slow, { n: 1 }, { delayMs: 60_000 });
     await queue.close();
     expect(calls).toBe(0);

@@ -6,7 +6,8 @@
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { outboundDeliveries, outboundDeliveryAttempts, outboundWebhooks } from "../db/schema/index.ts";
-import { deliverMany, recordAttempts, retryDelayMs } from "../server/services/outbound/deliver.ts";
+import { retryDelayMs } from "../server/jobs/backoff.ts";
+import { DELIVERY_BACKOFF, deliverMany, recordAttempts } from "../server/services/outbound/deliver.ts";
 import { restClient, type RestClient } from "./helpers/api.ts";
 import { createWorkspaceWithGeneral, registerUser, type RegisteredUser } from "./helpers/factories.ts";
 import { world } from "./helpers/live.ts";
@@ -392,7 +393,7 @@ describe("delivery", () => {
     await advance(1_000);
     await receiver.waitFor(2, hook.path);
     await until(async () => ((await deliveriesOf(t, hook)).data[0]!.attempts.length === 2 ? true : undefined));
-    await advance(retryDelayMs(3));
+    await advance(retryDelayMs(DELIVERY_BACKOFF, 3));
     const requests = await receiver.waitFor(3, hook.path);
     expect(new Set(requests.map((r) => r.json.id)).size).toBe(1); // one delivery, three tries
     expect(requests.every((r) => r.body === requests[0]!.body)).toBe(true); // the same bytes
@@ -427,7 +428,7 @@ describe("delivery", () => {
     );
     expect(first.attempts[0]).toMatchObject({ attempt: 1, status_code: null, error: "timeout", response_body: null });
     expect(first.attempts[0]!.duration_ms).toBeGreaterThanOrEqual(9_900);
-    await advance(retryDelayMs(2));
+    await advance(retryDelayMs(DELIVERY_BACKOFF, 2));
     await receiver.waitFor(2, hook.path);
     await until(async () => ((await deliveriesOf(t, hook)).data[0]!.status === "succeeded" ? true : undefined));
   });
@@ -460,7 +461,7 @@ describe("delivery", () => {
       await own.waitFor(1);
       for (let attempt = 2; attempt <= 8; attempt++) {
         await until(async () => ((await log())[0]?.attempt_count === attempt - 1 ? true : undefined));
-        await advance(retryDelayMs(attempt), server);
+        await advance(retryDelayMs(DELIVERY_BACKOFF, attempt), server);
         await own.waitFor(attempt);
       }
       const failed = await until(async () => {
@@ -471,7 +472,7 @@ describe("delivery", () => {
       expect(failed.next_attempt_at).toBeNull();
       const span = Date.parse(failed.attempts[7]!.created_at) - Date.parse(failed.attempts[0]!.created_at);
       // The backoff's sum (23 h 23 min), and the little real time the test itself took.
-      const backoff = [2, 3, 4, 5, 6, 7, 8].reduce((sum, n) => sum + retryDelayMs(n), 0);
+      const backoff = [2, 3, 4, 5, 6, 7, 8].reduce((sum, n) => sum + retryDelayMs(DELIVERY_BACKOFF, n), 0);
       expect(backoff).toBe(23 * 3600_000 + 22.5 * 60_000);
       expect(span).toBeGreaterThanOrEqual(backoff);
       expect(span).toBeLessThan(backoff + 30_000);
@@ -491,7 +492,7 @@ describe("delivery", () => {
       }, "the webhook to be switched off");
       expect(listed.disabled_reason).toBe("Every delivery failed for 24 hours; the last error: HTTP 503.");
       // Its pending retry is not sent: it fails as inactive.
-      await advance(retryDelayMs(2), server);
+      await advance(retryDelayMs(DELIVERY_BACKOFF, 2), server);
       const second = await until(async () => {
         const delivery = (await log()).find((d) => d.payload.data.message.content === "Still nobody");
         return delivery?.status === "failed" ? delivery : undefined;
@@ -603,7 +604,7 @@ describe("test send", () => {
     const failing = await ctx.api.post(`${base(t)}/${hook.id}/test`, {}, { token: t.owner.token });
     expect(failing.status).toBe(200);
     expect(failing.body.data).toMatchObject({ status: "failed", attempts: [{ status_code: 500 }] });
-    await advance(retryDelayMs(2));
+    await advance(retryDelayMs(DELIVERY_BACKOFF, 2));
     await new Promise((resolve) => setTimeout(resolve, 100));
     expect(receiver.requests.filter((r) => r.path === hook.path)).toHaveLength(3);
     // A test failure is no failing streak.

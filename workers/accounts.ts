@@ -1,19 +1,13 @@
 // Maintenance queue processor for accounts: the hourly prune of expired credentials.
 import type { Deps } from "../server/deps.ts";
-import type { JobDefinition, JobHandlers } from "../server/jobs/definition.ts";
+import { jobHandler, type JobHandlers } from "../server/jobs/definition.ts";
 import { accountJobs } from "../server/services/accounts/jobs.ts";
 import { pruneExpiredCredentials } from "../server/services/accounts/prune-expired.ts";
 
 export function accountHandlers(deps: Deps): JobHandlers {
   return new Map([
-    [
-      accountJobs.pruneExpired.name,
-      {
-        definition: accountJobs.pruneExpired as JobDefinition<unknown>,
-        handle: async () => {
-          await pruneExpiredCredentials(deps);
-        },
-      },
-    ],
+    jobHandler(accountJobs.pruneExpired, async () => {
+      await pruneExpiredCredentials(deps);
+    }),
   ]);
 }

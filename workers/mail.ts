@@ -5,21 +5,11 @@ import { eq } from "drizzle-orm";
 import { oneTimeCodes, passwordResetTokens, users } from "../db/schema/index.ts";
 import { unseal } from "../server/crypto.ts";
 import type { Deps } from "../server/deps.ts";
-import type { JobDefinition, JobHandlers } from "../server/jobs/definition.ts";
+import { jobHandler, type JobHandlers } from "../server/jobs/definition.ts";
 import { mailJobs } from "../server/mail/jobs.ts";
 import { otpCodeMail, passwordResetMail, verifyEmailMail } from "../server/mail/templates.ts";
 import type { MailTransport } from "../server/mail/transport.ts";
 import { verificationLink } from "../server/services/accounts/email-verification.ts";
-
-function handler<Payload>(definition: JobDefinition<Payload>, handle: (payload: Payload) => Promise<void>) {
-  return [
-    definition.name,
-    {
-      definition: definition as JobDefinition<unknown>,
-      handle: (payload: unknown) => handle(definition.payload.parse(payload)),
-    },
-  ] as const;
-}
 
 /** Where the reset link points: the frontend when there is one, else the API's own host. */
 function resetLink(deps: Deps, token: string, email: string): string {
@@ -34,14 +24,14 @@ export function mailHandlers(deps: Deps, transport: MailTransport): JobHandlers 
     (await deps.db.select().from(users).where(condition).limit(1))[0];
 
   return new Map([
-    handler(mailJobs.verifyEmail, async ({ userId }) => {
+    jobHandler(mailJobs.verifyEmail, async ({ userId }) => {
       const user = await findUser(eq(users.id, userId));
       if (!user || user.emailVerifiedAt) return;
       const mail = verifyEmailMail(user.preferredLanguage, user.name, verificationLink(deps, user));
       await transport.send({ to: user.email, ...mail });
     }),
 
-    handler(mailJobs.otpCode, async ({ codeId, sealedCode, language }) => {
+    jobHandler(mailJobs.otpCode, async ({ codeId, sealedCode, language }) => {
       const [code] = await deps.db.select().from(oneTimeCodes).where(eq(oneTimeCodes.id, codeId)).limit(1);
       if (!code) return;
       const user = await findUser(eq(users.email, code.email));
@@ -49,7 +39,7 @@ export function mailHandlers(deps: Deps, transport: MailTransport): JobHandlers 
       await transport.send({ to: code.email, ...mail });
     }),
 
-    handler(mailJobs.passwordReset, async ({ resetId, userId, sealedToken }) => {
+    jobHandler(mailJobs.passwordReset, async ({ resetId, userId, sealedToken }) => {
       const [reset] = await deps.db
         .select()
         .from(passwordResetTokens)

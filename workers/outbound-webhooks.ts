@@ -2,19 +2,11 @@
 // together go in one batch (server/services/outbound/deliver.ts does the work).
 import type { Deps } from "../server/deps.ts";
 import { Batcher } from "../server/jobs/batcher.ts";
-import type { JobDefinition, JobHandlers } from "../server/jobs/definition.ts";
+import { jobHandler, type JobHandlers } from "../server/jobs/definition.ts";
 import { DELIVERY_BATCH, deliverMany } from "../server/services/outbound/deliver.ts";
 import { outboundJobs, type DeliverPayload } from "../server/services/outbound/jobs.ts";
 
 export function outboundWebhookHandlers(deps: Deps): JobHandlers {
   const batcher = new Batcher<DeliverPayload>((payloads) => deliverMany(deps, payloads), DELIVERY_BATCH);
-  return new Map([
-    [
-      outboundJobs.deliver.name,
-      {
-        definition: outboundJobs.deliver as JobDefinition<unknown>,
-        handle: (payload: unknown) => batcher.add(outboundJobs.deliver.payload.parse(payload)),
-      },
-    ],
-  ]);
+  return new Map([jobHandler(outboundJobs.deliver, (payload) => batcher.add(payload))]);
 }

@@ -3,7 +3,7 @@
 // arrive together in one batch. Without a provider (TRANSLATION_PROVIDER=none) no translation
 // job is ever written.
 import type { Deps } from "../server/deps.ts";
-import { PermanentJobError, type JobDefinition, type JobHandlers } from "../server/jobs/definition.ts";
+import { jobHandler, PermanentJobError, type JobHandlers } from "../server/jobs/definition.ts";
 import { translationJobs, type TranslationJobPayload } from "../server/services/translation/jobs.ts";
 import type { TranslationProvider } from "../server/services/translation/provider.ts";
 import { Batcher } from "../server/jobs/batcher.ts";
@@ -18,23 +18,11 @@ export function translationHandlers(deps: Deps, provider: TranslationProvider | 
     provider &&
     new Batcher<TranslationJobPayload>((payloads) => translateMessages(deps, provider, payloads), TRANSLATION_BATCH);
   return new Map([
-    [
-      translationJobs.message.name,
-      {
-        definition: translationJobs.message as JobDefinition<unknown>,
-        handle: async (payload: unknown) => {
-          // Jobs written while a provider was configured, run by a process without one.
-          if (!batcher) throw new PermanentJobError("TRANSLATION_PROVIDER is none in this process");
-          await batcher.add(translationJobs.message.payload.parse(payload));
-        },
-      },
-    ],
-    [
-      translationJobs.pruneCache.name,
-      {
-        definition: translationJobs.pruneCache as JobDefinition<unknown>,
-        handle: () => pruneTranslationCache(deps),
-      },
-    ],
+    jobHandler(translationJobs.message, async (payload) => {
+      // Jobs written while a provider was configured, run by a process without one.
+      if (!batcher) throw new PermanentJobError("TRANSLATION_PROVIDER is none in this process");
+      await batcher.add(payload);
+    }),
+    jobHandler(translationJobs.pruneCache, () => pruneTranslationCache(deps)),
   ]);
 }

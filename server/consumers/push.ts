@@ -6,7 +6,7 @@ import { sql } from "drizzle-orm";
 import { rowsOf, type Database } from "../../db/client.ts";
 import { jobOutbox, pushDevices } from "../../db/schema/index.ts";
 import type { Clock } from "../clock.ts";
-import { placeMembersOfRow } from "../policy/places.ts";
+import { placeMembersOfRow } from "../policy/audiences.ts";
 import { pushJobs } from "../services/push/jobs.ts";
 import { createdMessages, messageRows } from "./batch-places.ts";
 import type { BatchResult, Consumer, CursorMove, LoggedEvent } from "./kit.ts";

@@ -7,7 +7,7 @@ import { sql } from "drizzle-orm";
 import { rowsOf, type Database } from "../../db/client.ts";
 import { jobOutbox, messageTranslations } from "../../db/schema/index.ts";
 import type { Clock } from "../clock.ts";
-import { placeReaderLanguagesOfRow } from "../policy/places.ts";
+import { placeReaderLanguagesOfRow } from "../policy/audiences.ts";
 import { translationJobs } from "../services/translation/jobs.ts";
 import { hasProse } from "../services/translation/protect.ts";
 import { createdMessages, messageRows } from "./batch-places.ts";

@@ -40,7 +40,9 @@ export interface JobQueue {
   close(): Promise<void>;
 }
 
-export type JobHandler = (payload: unknown, info: { attempt: number; jobId: string }) => Promise<void>;
+/** Which try of which job a handler runs (1 for the first try). */
+export type JobRunInfo = { attempt: number; jobId: string };
+export type JobHandler = (payload: unknown, info: JobRunInfo) => Promise<void>;
 export type JobHandlerEntry = { definition: JobDefinition<unknown>; handle: JobHandler };
 /** Handlers by job name; built by workers/index.ts. */
 export type JobHandlers = Map<string, JobHandlerEntry>;
@@ -48,4 +50,26 @@ export type JobHandlers = Map<string, JobHandlerEntry>;
 /** Thrown by a handler when trying again cannot help (bad payload, record gone). */
 export class PermanentJobError extends Error {
   override name = "PermanentJobError";
+}
+
+/**
+ * A job's handler, keyed by the job's name (an entry of JobHandlers). `handle` gets the payload
+ * checked against the job's schema; one that does not match is a PermanentJobError (not retried).
+ */
+export function jobHandler<Payload>(
+  definition: JobDefinition<Payload>,
+  handle: (payload: Payload, info: JobRunInfo) => Promise<void>,
+): [string, JobHandlerEntry] {
+  return [
+    definition.name,
+    {
+      definition,
+      handle: async (payload, info) => {
+        const parsed = definition.payload.safeParse(payload);
+        if (!parsed.success)
+          throw new PermanentJobError(`bad payload for job ${definition.name}`, { cause: parsed.error });
+        await handle(parsed.data, info);
+      },
+    },
+  ];
 }

@@ -3,6 +3,7 @@
 // process lives. (Durability across restarts needs Redis; docs/operations.md says so.)
 import type { Logger } from "../logger.ts";
 import { randomUUID } from "node:crypto";
+import { retryDelayMs } from "./backoff.ts";
 import {
   PermanentJobError,
   QUEUE_NAMES,
@@ -35,7 +36,7 @@ export class InProcessJobQueue implements JobQueue {
     const jobId = options.jobId ?? randomUUID();
     if (this.knownIds.has(jobId)) return;
     this.knownIds.add(jobId);
-    this.schedule(definition as JobDefinition<unknown>, parsed, jobId, 1, options.delayMs ?? 0);
+    this.schedule(definition, parsed, jobId, 1, options.delayMs ?? 0);
   }
 
   async repeat<Payload>(definition: JobDefinition<Payload>, payload: Payload, everyMs: number): Promise<void> {
@@ -78,7 +79,9 @@ export class InProcessJobQueue implements JobQueue {
     } catch (error) {
       const permanent = error instanceof PermanentJobError;
       if (!permanent && attempt < definition.attempts) {
-        const delay = definition.backoffMs * 2 ** (attempt - 1);
+        // As BullMQ's exponential backoff: backoffMs, then twice as long each time.
+        const backoff = { firstMs: definition.backoffMs, longestMs: Infinity, longestRetryAfterMs: Infinity };
+        const delay = retryDelayMs(backoff, attempt + 1);
         this.logger.warn({ job: definition.name, jobId, attempt, err: error }, `job failed, retrying in ${delay} ms`);
         this.schedule(definition, payload, jobId, attempt + 1, delay);
       } else {

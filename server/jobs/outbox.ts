@@ -36,6 +36,8 @@ const BATCH_SIZE = 100;
  * a failure). Rows written here wake it; a delayed row or a rehand is woken by a timer at its time.
  */
 const POLL_MS = 60_000;
+/** How soon the relay looks again after the clock jumped (a test's ManualClock). */
+const JUMP_NOTICED_MS = 500;
 /** A hand-over slower than this is abandoned for now: the queue's Redis is away. */
 export const HANDOVER_TIMEOUT_MS = 2_000;
 /** A job handed over this long ago and not done is handed again (a no-op if the queue still holds it). */
@@ -185,9 +187,10 @@ export class JobOutbox {
 
   start(): void {
     this.timer = setInterval(() => this.wake(), POLL_MS).unref();
-    // A clock that jumps (tests) may have made a delayed row due.
+    // A clock that jumps (tests) may have made a delayed row due: it is seen within half a
+    // second, as a poll would see it, not in the middle of the request that follows the jump.
     this.deps.clock.onJump?.(() => {
-      if (this.dueTimer) this.wake();
+      if (this.dueTimer) setTimeout(() => this.wake(), JUMP_NOTICED_MS).unref();
     });
     this.wake();
   }

@@ -1,7 +1,9 @@
-// The target policy: who belongs to a place where messages are posted (a channel, a thread in
-// it, a direct conversation, a temporary room), answered once for every caller. The post's one
-// statement asks `postingRight`; the push and translation consumers ask `placeMemberIds` and
-// `placeReaderLanguages` (one message) or their batch forms (many messages in one query).
+// The target policy: who may read, post in and hear a place where messages are posted (a
+// channel, a thread in it, a direct conversation, a temporary room), answered here once for every
+// caller. Reads, downloads and live subscriptions ask `requireReadable` (or the kind's own
+// `requireVisibleChannel`, `requireParticipant`, `requireRoomMember`); the post's one statement
+// asks `postingRight`, and a refused post `postRefusal` (404 or 403); the live stream of a place
+// is `messageStream`; the consumers of the event log ask audiences.ts (members and readers).
 //
 // The rules:
 // - channel: a user may post when they are a member of the channel and of its workspace; its
@@ -12,7 +14,9 @@
 // - conversation: its two participants, for everything.
 // - room: whoever joined it, while it lives (its owner included).
 // - a bot (an inbound webhook) posts into any channel of its own workspace, nowhere else.
-import { and, eq, or, sql, type SQL } from "drizzle-orm";
+// Whoever may not read a place is told it does not exist (404); a workspace member who may read
+// a channel but not post in it is told 403.
+import { and, eq, gt, or, sql, type SQL } from "drizzle-orm";
 import type { Executor } from "../../db/client.ts";
 import {
   channelMembers,
@@ -20,11 +24,20 @@ import {
   conversations,
   roomMembers,
   rooms,
-  users,
   workspaceMembers,
+  type Channel,
+  type Conversation,
   type Message,
+  type Room,
 } from "../../db/schema/index.ts";
+import type { Clock } from "../clock.ts";
+import { forbidden, notFound, type AppError } from "../errors.ts";
 import { streams, type EventEntry } from "../events/streams.ts";
+import { requireMember, type Membership } from "./workspaces.ts";
+
+export const CHANNEL_NOT_FOUND = "Channel not found.";
+export const CONVERSATION_NOT_FOUND = "Conversation not found.";
+export const ROOM_NOT_FOUND = "Room not found.";
 
 export type MessageTarget =
   | { kind: "channel"; workspaceId: string; channelId: string }
@@ -73,64 +86,6 @@ export function postingRight(author: { userId: number } | { botOf: "channel" }, 
     for share`;
 }
 
-/** A subquery of the members' user ids, for `inArray(column, placeMemberIds(…))`. */
-export function placeMemberIds(db: Executor, target: MessageTarget) {
-  if (target.kind === "room")
-    return db.select({ userId: roomMembers.userId }).from(roomMembers).where(eq(roomMembers.roomId, target.roomId));
-  return target.kind === "channel"
-    ? db
-        .select({ userId: channelMembers.userId })
-        .from(channelMembers)
-        .innerJoin(
-          workspaceMembers,
-          and(eq(workspaceMembers.workspaceId, target.workspaceId), eq(workspaceMembers.userId, channelMembers.userId)),
-        )
-        .where(eq(channelMembers.channelId, target.channelId))
-    : db
-        .select({ userId: users.id })
-        .from(users)
-        .innerJoin(
-          conversations,
-          and(
-            eq(conversations.id, target.conversationId),
-            or(eq(conversations.userAId, users.id), eq(conversations.userBId, users.id)),
-          ),
-        );
-}
-
-/**
- * Batch form of the members rule for a query over many messages: SQL selecting the member
- * user ids (column `user_id`) of the place described by the columns `kind`, `place_id` and
- * `workspace_id` of the row alias `m` (an unnest of the batch).
- */
-export const placeMembersOfRow = sql`
-  select cm.user_id from ${channelMembers} cm
-    join ${workspaceMembers} wm on wm.workspace_id = m.workspace_id and wm.user_id = cm.user_id
-    where m.kind = 'channel' and cm.channel_id = m.place_id
-  union all
-  select rm.user_id from ${roomMembers} rm where m.kind = 'room' and rm.room_id = m.place_id
-  union all
-  select unnest(array[c.user_a_id, c.user_b_id]) from ${conversations} c
-    where m.kind = 'conversation' and c.id = m.place_id`;
-
-/**
- * Batch form of the readers rule: SQL selecting the distinct reading languages (column
- * `language`) of everyone who may read the place of row `m` (as placeMembersOfRow). A channel
- * reader's language is their member language in its workspace, else their own.
- */
-export const placeReaderLanguagesOfRow = sql`
-  select distinct coalesce(wm.preferred_language, u.preferred_language) as language
-    from ${workspaceMembers} wm join ${users} u on u.id = wm.user_id
-    where m.kind = 'channel' and wm.workspace_id = m.workspace_id
-      and (exists (select 1 from ${channels} ch where ch.id = m.place_id and ch.visibility = 'public')
-        or exists (select 1 from ${channelMembers} cm where cm.channel_id = m.place_id and cm.user_id = wm.user_id))
-  union
-  select u.preferred_language from ${users} u join ${roomMembers} rm on rm.user_id = u.id
-    where m.kind = 'room' and rm.room_id = m.place_id
-  union
-  select u.preferred_language from ${users} u join ${conversations} c on u.id in (c.user_a_id, c.user_b_id)
-    where m.kind = 'conversation' and c.id = m.place_id`;
-
 /** Where a stored message was posted. */
 export function messageTargetOf(
   message: Pick<Message, "workspaceId" | "channelId" | "conversationId" | "roomId">,
@@ -152,4 +107,115 @@ export function messageStream(
         stream: streams.channel(message.channelId!),
         scope: { workspace_id: message.workspaceId!, channel_id: message.channelId! },
       };
+}
+
+/** Whether the user has joined the channel (a private channel's readers, a channel's posters). */
+export async function isChannelMember(db: Executor, channelId: string, userId: number): Promise<boolean> {
+  const rows = await db
+    .select({ userId: channelMembers.userId })
+    .from(channelMembers)
+    .where(and(eq(channelMembers.channelId, channelId), eq(channelMembers.userId, userId)))
+    .limit(1);
+  return rows.length > 0;
+}
+
+/** The channel as the caller may see it: 404 when it is not in the workspace or is private and not theirs. */
+export async function visibleChannel(db: Executor, membership: Membership, channelId: string): Promise<Channel> {
+  const [channel] = await db
+    .select()
+    .from(channels)
+    .where(and(eq(channels.id, channelId), eq(channels.workspaceId, membership.workspace.id)))
+    .limit(1);
+  if (!channel) throw notFound(CHANNEL_NOT_FOUND);
+  if (channel.visibility === "private" && !(await isChannelMember(db, channel.id, membership.member.userId))) {
+    throw notFound(CHANNEL_NOT_FOUND);
+  }
+  return channel;
+}
+
+/** The caller's membership and a channel they may see: 404 for the workspace or the channel otherwise. */
+export async function requireVisibleChannel(db: Executor, workspaceId: string, userId: number, channelId: string) {
+  const membership = await requireMember(db, workspaceId, userId);
+  return { membership, channel: await visibleChannel(db, membership, channelId) };
+}
+
+/** The conversation when the caller is in it; 404 otherwise. */
+export async function requireParticipant(
+  deps: { db: Executor },
+  userId: number,
+  conversationId: string,
+): Promise<Conversation> {
+  const [conversation] = await deps.db
+    .select()
+    .from(conversations)
+    .where(
+      and(
+        eq(conversations.id, conversationId),
+        or(eq(conversations.userAId, userId), eq(conversations.userBId, userId)),
+      ),
+    )
+    .limit(1);
+  if (!conversation) throw notFound(CONVERSATION_NOT_FOUND);
+  return conversation;
+}
+
+/** The room when the caller has joined it and it lives; 404 otherwise (an expired room is gone at once). */
+export async function requireRoomMember(deps: { db: Executor; clock: Clock }, userId: number, roomId: string): Promise<Room> {
+  const [found] = await deps.db
+    .select({ room: rooms })
+    .from(rooms)
+    .innerJoin(roomMembers, and(eq(roomMembers.roomId, rooms.id), eq(roomMembers.userId, userId)))
+    .where(and(eq(rooms.id, roomId), gt(rooms.expiresAt, deps.clock.now())))
+    .limit(1);
+  if (!found) throw notFound(ROOM_NOT_FOUND);
+  return found.room;
+}
+
+/** May the user read the place? Resolves when they may; 404 (the kind's message) when not. */
+export async function requireReadable(
+  deps: { db: Executor; clock: Clock },
+  userId: number,
+  place: MessageTarget,
+): Promise<void> {
+  if (place.kind === "channel") await requireVisibleChannel(deps.db, place.workspaceId, userId, place.channelId);
+  else if (place.kind === "conversation") await requireParticipant(deps, userId, place.conversationId);
+  else await requireRoomMember(deps, userId, place.roomId);
+}
+
+/**
+ * Why a user's post was refused (the post statement wrote nothing): 404 when they may not read
+ * the place, else 403 (a workspace member who has not joined the channel).
+ */
+export async function postRefusal(
+  deps: { db: Executor; clock: Clock },
+  userId: number,
+  place: MessageTarget,
+): Promise<AppError> {
+  try {
+    await requireReadable(deps, userId, place);
+  } catch (error) {
+    return error as AppError;
+  }
+  return forbidden("Join the channel to post in it.");
+}
+
+/** The live streams a user hears: their own, and those of their workspaces, channels and conversations. */
+export async function userStreams(db: Executor, userId: number): Promise<string[]> {
+  const [workspaceRows, channelRows, conversationRows] = await Promise.all([
+    db
+      .select({ id: workspaceMembers.workspaceId })
+      .from(workspaceMembers)
+      .where(eq(workspaceMembers.userId, userId)),
+    db.select({ id: channelMembers.channelId }).from(channelMembers).where(eq(channelMembers.userId, userId)),
+    db
+      .select({ id: conversations.id })
+      .from(conversations)
+      .where(or(eq(conversations.userAId, userId), eq(conversations.userBId, userId))),
+  ]);
+  return [
+    streams.user(userId),
+    ...workspaceRows.map((row) => streams.workspace(row.id)),
+    ...channelRows.map((row) => streams.channel(row.id)),
+    ...conversationRows.map((row) => streams.conversation(row.id)),
+  ];
 }

@@ -9,9 +9,7 @@ import { attachments, messages, type Attachment } from "../../../db/schema/index
 import type { Deps } from "../../deps.ts";
 import { AppError, notFound } from "../../errors.ts";
 import { FileNotStoredError, type StoredObject } from "../../storage/file-storage.ts";
-import { requireParticipant } from "../messaging/direct.ts";
-import { requireRoomMember } from "../rooms/rooms.ts";
-import { requireVisibleChannel } from "../workspaces/channels.ts";
+import { messageTargetOf, requireReadable } from "../../policy/places.ts";
 
 export const ATTACHMENT_NOT_FOUND = "Attachment not found.";
 
@@ -46,19 +44,12 @@ export async function openAttachment(
 
   if (!message) {
     if (kind !== "channel" || attachment.uploaderId !== userId) throw notFound(ATTACHMENT_NOT_FOUND);
-  } else if (message.conversationId) {
-    if (kind !== "direct") throw notFound(ATTACHMENT_NOT_FOUND);
-    await asAttachmentNotFound(requireParticipant(deps, userId, message.conversationId));
-  } else if (message.roomId) {
-    // A room's files download from the channel path, as its members' other messages' do.
-    if (kind !== "channel") throw notFound(ATTACHMENT_NOT_FOUND);
-    await asAttachmentNotFound(requireRoomMember(deps, userId, message.roomId));
-  } else if (message.workspaceId && message.channelId) {
-    if (kind !== "channel") throw notFound(ATTACHMENT_NOT_FOUND);
-    const { workspaceId, channelId } = message;
-    await asAttachmentNotFound(requireVisibleChannel(deps.db, workspaceId, userId, channelId));
   } else {
-    throw notFound(ATTACHMENT_NOT_FOUND);
+    // A direct message's files download from the direct path; a room's from the channel path,
+    // as its members' other messages' do.
+    const place = messageTargetOf(message);
+    if (kind !== (place.kind === "conversation" ? "direct" : "channel")) throw notFound(ATTACHMENT_NOT_FOUND);
+    await asAttachmentNotFound(requireReadable(deps, userId, place));
   }
 
   try {

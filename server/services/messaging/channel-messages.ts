@@ -2,8 +2,8 @@
 // theirs); posting needs channel membership. `system` messages are the server's alone.
 import type { MessageType, User } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
-import { forbidden, invalidField } from "../../errors.ts";
-import { requireVisibleChannel } from "../workspaces/channels.ts";
+import { invalidField } from "../../errors.ts";
+import { postRefusal, requireVisibleChannel } from "../../policy/places.ts";
 import { channelScope, messagePage } from "./history.ts";
 import { postMessage } from "./post-message.ts";
 
@@ -42,6 +42,5 @@ export async function postChannelMessage(
   });
   if (record) return record;
   // Not posted: say why, 404 for a workspace or channel the user cannot see, else 403.
-  await requireVisibleChannel(deps.db, path.workspaceId, user.id, path.channelId);
-  throw forbidden("Join the channel to post in it.");
+  throw await postRefusal(deps, user.id, { kind: "channel", ...path });
 }

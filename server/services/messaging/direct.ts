@@ -9,30 +9,14 @@ import { newId } from "../../ids.ts";
 import { toConversationRecord, toParticipantRecord } from "../../records/conversation.ts";
 import type { MessageRecord } from "../../records/message.ts";
 import { normaliseEmail } from "../accounts/sign-in.ts";
+import { postRefusal, requireParticipant } from "../../policy/places.ts";
 import { messagePage } from "./history.ts";
 import { postMessage } from "./post-message.ts";
 
-export const CONVERSATION_NOT_FOUND = "Conversation not found.";
 export const USER_NOT_FOUND = "No user has that e-mail address.";
 
 const otherUserId = (conversation: Conversation, userId: number) =>
   conversation.userAId === userId ? conversation.userBId : conversation.userAId;
-
-/** The conversation when the caller is in it; 404 otherwise. */
-export async function requireParticipant(deps: Deps, userId: number, conversationId: string): Promise<Conversation> {
-  const [conversation] = await deps.db
-    .select()
-    .from(conversations)
-    .where(
-      and(
-        eq(conversations.id, conversationId),
-        or(eq(conversations.userAId, userId), eq(conversations.userBId, userId)),
-      ),
-    )
-    .limit(1);
-  if (!conversation) throw notFound(CONVERSATION_NOT_FOUND);
-  return conversation;
-}
 
 async function lastMessages(deps: Deps, userId: number, ids: string[]): Promise<Map<string, MessageRecord>> {
   if (ids.length === 0) return new Map();
@@ -146,6 +130,6 @@ export async function postDirectMessage(
     target: { kind: "conversation", conversationId },
     ...input,
   });
-  if (!record) throw notFound(CONVERSATION_NOT_FOUND);
+  if (!record) throw await postRefusal(deps, user.id, { kind: "conversation", conversationId });
   return record;
 }

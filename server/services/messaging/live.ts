@@ -1,17 +1,15 @@
 // Live subscriptions (tRPC over WebSocket or SSE): a channel, a conversation, or everything
 // the user can see. Each checks access first, resumes from lastEventId, and ends when the
 // subscriber loses access (removed from the channel or workspace, channel deleted).
-import { eq, or } from "drizzle-orm";
-import { channelMembers, conversations, workspaceMembers } from "../../../db/schema/index.ts";
 import type { Auth } from "../../context.ts";
 import type { Deps } from "../../deps.ts";
 import { isoTimestamp } from "../../clock.ts";
 import { LiveSubscription, type WatchDecision } from "../../events/live-subscription.ts";
 import { streams, type BusEvent, type StreamEvent } from "../../events/streams.ts";
 import { invalidField } from "../../errors.ts";
-import { requireVisibleChannel } from "../workspaces/channels.ts";
+import { requireVisibleChannel } from "../../policy/places.ts";
 import { ReaderLanguages, translationEnabled } from "../translation/readers.ts";
-import { requireParticipant } from "./direct.ts";
+import { requireParticipant, userStreams } from "../../policy/places.ts";
 
 type Signal = AbortSignal | undefined;
 
@@ -77,27 +75,6 @@ export function readerView(deps: Deps, userId: number): Promise<ReaderLanguages>
   return new ReaderLanguages(userId, translationEnabled(deps.config)).load(deps.db);
 }
 
-/** The user's own stream, and those of their workspaces, channels and conversations. */
-async function userTopics(deps: Deps, userId: number): Promise<string[]> {
-  const [workspaceRows, channelRows, conversationRows] = await Promise.all([
-    deps.db
-      .select({ id: workspaceMembers.workspaceId })
-      .from(workspaceMembers)
-      .where(eq(workspaceMembers.userId, userId)),
-    deps.db.select({ id: channelMembers.channelId }).from(channelMembers).where(eq(channelMembers.userId, userId)),
-    deps.db
-      .select({ id: conversations.id })
-      .from(conversations)
-      .where(or(eq(conversations.userAId, userId), eq(conversations.userBId, userId))),
-  ]);
-  return [
-    streams.user(userId),
-    ...workspaceRows.map((row) => streams.workspace(row.id)),
-    ...channelRows.map((row) => streams.channel(row.id)),
-    ...conversationRows.map((row) => streams.conversation(row.id)),
-  ];
-}
-
 /**
  * How the user's own stream follows their memberships: an event that changes what they belong
  * to makes it look their streams up again; a deleted channel is dropped without a query.
@@ -108,11 +85,11 @@ function followMemberships(deps: Deps, userId: number) {
     switch (event.type) {
       case "workspace.joined":
       case "conversation.created":
-        return userTopics(deps, userId);
+        return userStreams(deps.db, userId);
       case "member.left":
       case "channel.member_joined":
       case "channel.member_left":
-        return event.data.user_id === userId ? userTopics(deps, userId) : undefined;
+        return event.data.user_id === userId ? userStreams(deps.db, userId) : undefined;
       case "channel.deleted": {
         const topic = streams.channel(event.data.channel_id);
         return followed.has(topic) ? [...followed.keys()].filter((other) => other !== topic) : undefined;
@@ -132,7 +109,7 @@ export async function userEvents(
   return new LiveSubscription({
     db: deps.db,
     bus: deps.events,
-    topics: await userTopics(deps, auth.user.id),
+    topics: await userStreams(deps.db, auth.user.id),
     lastEventId: input.lastEventId,
     viewerId: auth.user.id,
     signal,

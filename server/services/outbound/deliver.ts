@@ -18,6 +18,7 @@ import {
 } from "../../../db/schema/index.ts";
 import { unseal } from "../../crypto.ts";
 import type { Deps } from "../../deps.ts";
+import { retryDelayMs, type Backoff } from "../../jobs/backoff.ts";
 import { enqueueJobs } from "../../jobs/outbox.ts";
 import { DEFAULT_REQUEST_TIMEOUT_MS, describeRequestError } from "../../outbound-http.ts";
 import { guardedPost, RefusedTargetError } from "../../outbound/guard.ts";
@@ -33,10 +34,16 @@ export const DELIVERY_BATCH = { batchSize: 100, atOnce: 4 };
 /** A webhook whose attempts have all failed for this long is switched off. */
 export const FAILING_DISABLES_AFTER_MS = 24 * 3600_000;
 
-/** The wait before attempt `attempt` (2…8): 30 s, 2 min, 8 min, 32 min, 2 h 8 min, 8 h 32 min, 12 h; 23 h 23 min in all. */
-export function retryDelayMs(attempt: number): number {
-  return Math.min(30_000 * 4 ** (attempt - 2), 12 * 3600_000);
-}
+/**
+ * The wait before attempt 2…8 (`retryDelayMs(DELIVERY_BACKOFF, attempt)`): 30 s, 2 min, 8 min,
+ * 32 min, 2 h 8 min, 8 h 32 min, 12 h; 23 h 23 min in all.
+ */
+export const DELIVERY_BACKOFF: Backoff = {
+  firstMs: 30_000,
+  factor: 4,
+  longestMs: 12 * 3600_000,
+  longestRetryAfterMs: 12 * 3600_000,
+};
 
 export type AttemptResult = {
   statusCode: number | null;
@@ -157,7 +164,7 @@ export async function recordAttempts(
   const outcome = (record: AttemptRecord) => {
     const ok = succeeded(record.result);
     const again = !ok && record.retry && record.attempt < DELIVERY_ATTEMPTS;
-    return { ok, again, delayMs: again ? retryDelayMs(record.attempt + 1) : 0 };
+    return { ok, again, delayMs: again ? retryDelayMs(DELIVERY_BACKOFF, record.attempt + 1) : 0 };
   };
   const { retried, disabled } = await deps.db.transaction(async (tx) => {
     // A delivery deleted meanwhile (with its webhook) is left out, rather than failing the batch.

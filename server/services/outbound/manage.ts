@@ -27,7 +27,7 @@ import {
   type DeliveryRecord,
   type OutboundWebhookRecord,
 } from "../../records/outbound-webhook.ts";
-import { requireManager } from "../workspaces/access.ts";
+import { requireManager } from "../../policy/workspaces.ts";
 import { recordAttempts, send } from "./deliver.ts";
 import { deliveryBody, type OutboundEvent } from "./events.ts";
 

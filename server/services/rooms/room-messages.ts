@@ -5,13 +5,12 @@ import { eq } from "drizzle-orm";
 import { messages, type User } from "../../../db/schema/index.ts";
 import type { Auth } from "../../context.ts";
 import type { Deps } from "../../deps.ts";
-import { notFound } from "../../errors.ts";
 import { LiveSubscription } from "../../events/live-subscription.ts";
 import { streams } from "../../events/streams.ts";
 import { messagePage } from "../messaging/history.ts";
 import { readerView } from "../messaging/live.ts";
 import { postMessage } from "../messaging/post-message.ts";
-import { requireRoomMember, ROOM_NOT_FOUND } from "./rooms.ts";
+import { postRefusal, requireRoomMember } from "../../policy/places.ts";
 
 export async function listRoomMessages(
   deps: Deps,
@@ -39,7 +38,7 @@ export async function postRoomMessage(
     ...input,
   });
   // Not posted: not a member, or the room is gone.
-  if (!record) throw notFound(ROOM_NOT_FOUND);
+  if (!record) throw await postRefusal(deps, user.id, { kind: "room", roomId });
   return record;
 }
 

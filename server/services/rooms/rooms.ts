@@ -3,14 +3,14 @@
 // extend it, up to 24 hours at a time, 10 times, never past 7 days from its creation. A room
 // whose expires_at has passed is gone for every request at once (404), whatever is left of it.
 import { and, eq, gt, sql } from "drizzle-orm";
-import { roomMembers, rooms, users, type Room } from "../../../db/schema/index.ts";
+import { roomMembers, rooms, users } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
 import { AppError, notFound } from "../../errors.ts";
 import { newId } from "../../ids.ts";
 import { toRoomRecord, type RoomRecord } from "../../records/room.ts";
+import { requireRoomMember, ROOM_NOT_FOUND } from "../../policy/places.ts";
 import { scheduleExpiry } from "./expiry.ts";
 
-export const ROOM_NOT_FOUND = "Room not found.";
 export const DEFAULT_DURATION_HOURS = 24;
 /** The single-extension maximum, also the default extension. */
 export const MAX_EXTENSION_HOURS = 24;
@@ -54,21 +54,6 @@ export async function createRoom(
  * The access rule of rooms, for every door (records, messages, files, live events): a room that
  * has not expired and whose member the user is; 404 otherwise (not theirs, unknown, or gone).
  */
-export async function requireRoomMember(
-  deps: Pick<Deps, "db" | "clock">,
-  userId: number,
-  roomId: string,
-): Promise<Room> {
-  const [found] = await deps.db
-    .select({ room: rooms })
-    .from(rooms)
-    .innerJoin(roomMembers, and(eq(roomMembers.roomId, rooms.id), eq(roomMembers.userId, userId)))
-    .where(and(eq(rooms.id, roomId), gt(rooms.expiresAt, deps.clock.now())))
-    .limit(1);
-  if (!found) throw notFound(ROOM_NOT_FOUND);
-  return found.room;
-}
-
 export async function getRoom(deps: Deps, userId: number, roomId: string): Promise<RoomRecord> {
   return toRoomRecord(await requireRoomMember(deps, userId, roomId));
 }

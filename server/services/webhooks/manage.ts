@@ -11,7 +11,7 @@ import { invalidField, notFound } from "../../errors.ts";
 import { newId } from "../../ids.ts";
 import { LOG_PAGE_DEFAULT, pageOf, type LogPage } from "../../records/common.ts";
 import { toWebhookRecord, toWebhookRequestRecord, type WebhookRecord } from "../../records/webhook.ts";
-import { requireManager } from "../workspaces/access.ts";
+import { requireManager } from "../../policy/workspaces.ts";
 
 export const WEBHOOK_NOT_FOUND = "Webhook not found.";
 

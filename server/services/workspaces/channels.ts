@@ -2,7 +2,6 @@
 // members only. Owners and admins create, update and delete; members join (with the
 // channel's password when it has one) and add others to private channels they are in.
 import { and, asc, eq, exists, or } from "drizzle-orm";
-import type { Executor } from "../../../db/client.ts";
 import {
   channelMembers,
   channels,
@@ -17,39 +16,15 @@ import type { Audience } from "../../events/catalog.ts";
 import { writeWithEvents } from "../../events/streams.ts";
 import { newId } from "../../ids.ts";
 import { toChannelMemberRecord, toChannelRecord } from "../../records/workspace.ts";
+import { isChannelMember, requireVisibleChannel } from "../../policy/places.ts";
 import { hashPassword } from "../accounts/passwords.ts";
 import { purgeDeletedFilesSoon } from "../files/purge-deleted.ts";
-import { canManage, requireManager, requireManagerRole, requireMember, type Membership } from "./access.ts";
+import { canManage, requireManager, requireManagerRole, requireMember } from "../../policy/workspaces.ts";
 import { workspaceEvent } from "./events.ts";
 import { checkJoinPassword, insertWithSlug, SLUG_TAKEN } from "./workspaces.ts";
 
-export const CHANNEL_NOT_FOUND = "Channel not found.";
-
-const isChannelMember = (channelId: string, userId: number) =>
+const channelMemberRow = (channelId: string, userId: number) =>
   and(eq(channelMembers.channelId, channelId), eq(channelMembers.userId, userId));
-
-async function isMemberOf(db: Executor, channelId: string, userId: number): Promise<boolean> {
-  const rows = await db
-    .select({ userId: channelMembers.userId })
-    .from(channelMembers)
-    .where(isChannelMember(channelId, userId))
-    .limit(1);
-  return rows.length > 0;
-}
-
-/** The channel as the caller may see it: 404 when it is not in the workspace or is private and not theirs. */
-export async function visibleChannel(db: Executor, membership: Membership, channelId: string): Promise<Channel> {
-  const [channel] = await db
-    .select()
-    .from(channels)
-    .where(and(eq(channels.id, channelId), eq(channels.workspaceId, membership.workspace.id)))
-    .limit(1);
-  if (!channel) throw notFound(CHANNEL_NOT_FOUND);
-  if (channel.visibility === "private" && !(await isMemberOf(db, channel.id, membership.member.userId))) {
-    throw notFound(CHANNEL_NOT_FOUND);
-  }
-  return channel;
-}
 
 /**
  * Who may see events about the channel (its creation, changes, membership): everyone who
@@ -59,12 +34,6 @@ export async function visibleChannel(db: Executor, membership: Membership, chann
 function channelAudience(channel: Pick<Channel, "id" | "visibility">, aboutUserId?: number): Audience | undefined {
   if (channel.visibility !== "private") return undefined;
   return aboutUserId === undefined ? { channel_id: channel.id } : { channel_id: channel.id, user_id: aboutUserId };
-}
-
-/** The caller's membership and a channel they may see: 404 for the workspace or the channel otherwise. */
-export async function requireVisibleChannel(db: Executor, workspaceId: string, userId: number, channelId: string) {
-  const membership = await requireMember(db, workspaceId, userId);
-  return { membership, channel: await visibleChannel(db, membership, channelId) };
 }
 
 export async function listChannels(deps: Deps, userId: number, workspaceId: string) {
@@ -202,7 +171,7 @@ export async function joinChannel(
   password: string | undefined,
 ) {
   const { channel } = await requireVisibleChannel(deps.db, workspaceId, userId, channelId);
-  if (!(await isMemberOf(deps.db, channel.id, userId))) {
+  if (!(await isChannelMember(deps.db, channel.id, userId))) {
     await checkJoinPassword(deps, channel.passwordHash, password, {
       bucket: "channelPassword",
       key: `${userId}|${channel.id}`,
@@ -245,7 +214,7 @@ export async function addToChannel(
   targetUserId: number,
 ) {
   const { membership, channel } = await requireVisibleChannel(deps.db, workspaceId, userId, channelId);
-  if (!canManage(membership.member.role) && !(await isMemberOf(deps.db, channel.id, userId))) throw forbidden();
+  if (!canManage(membership.member.role) && !(await isChannelMember(deps.db, channel.id, userId))) throw forbidden();
   const [target] = await deps.db
     .select({ user: users })
     .from(workspaceMembers)
@@ -253,7 +222,7 @@ export async function addToChannel(
     .where(and(eq(workspaceMembers.workspaceId, workspaceId), eq(workspaceMembers.userId, targetUserId)));
   if (!target) throw invalidField("user_id", "The selected user id is not a member of this workspace.");
   await addChannelMember(deps, workspaceId, channel, targetUserId);
-  const [row] = await deps.db.select().from(channelMembers).where(isChannelMember(channel.id, targetUserId));
+  const [row] = await deps.db.select().from(channelMembers).where(channelMemberRow(channel.id, targetUserId));
   return toChannelMemberRecord(channel.id, target.user, row!.joinedAt);
 }
 
@@ -268,7 +237,7 @@ export async function removeFromChannel(
   const { membership, channel } = await requireVisibleChannel(deps.db, workspaceId, userId, channelId);
   if (targetUserId !== userId && !canManage(membership.member.role)) throw forbidden();
   await writeWithEvents(deps, async (tx, emit) => {
-    const removed = await tx.delete(channelMembers).where(isChannelMember(channel.id, targetUserId)).returning();
+    const removed = await tx.delete(channelMembers).where(channelMemberRow(channel.id, targetUserId)).returning();
     if (removed.length === 0) throw notFound("That user is not a member of this channel.");
     const data = { channel_id: channel.id, user_id: targetUserId };
     emit(workspaceEvent(workspaceId, "channel.member_left", data, channelAudience(channel, targetUserId)));

@@ -10,7 +10,7 @@ import { isoTimestamp } from "../../clock.ts";
 import { newId } from "../../ids.ts";
 import { toInviteRecord } from "../../records/workspace.ts";
 import { THROTTLE_RULES } from "../throttle.ts";
-import { canManage, memberCount, requireManager, requireMember } from "./access.ts";
+import { canManage, memberCount, requireManager, requireMember } from "../../policy/workspaces.ts";
 import { joinAsMember, workspaceRecordFor } from "./workspaces.ts";
 
 export const INVALID_INVITE = "This invite link is not valid.";

@@ -16,7 +16,7 @@ import type { Deps } from "../../deps.ts";
 import { forbidden, invalidField, notFound, unprocessable } from "../../errors.ts";
 import { writeWithEvents } from "../../events/streams.ts";
 import { toMemberRecord } from "../../records/workspace.ts";
-import { canManage, requireMember } from "./access.ts";
+import { canManage, requireMember } from "../../policy/workspaces.ts";
 import { workspaceEvent } from "./events.ts";
 
 export const MEMBER_NOT_FOUND = "Member not found.";

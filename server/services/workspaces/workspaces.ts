@@ -18,7 +18,7 @@ import { newId } from "../../ids.ts";
 import { toMemberRecord, toWorkspaceRecord } from "../../records/workspace.ts";
 import { hashPassword, verifyPassword } from "../accounts/passwords.ts";
 import type { ThrottleBucket } from "../throttle.ts";
-import { memberCount, requireMember, WORKSPACE_NOT_FOUND } from "./access.ts";
+import { memberCount, requireMember, WORKSPACE_NOT_FOUND } from "../../policy/workspaces.ts";
 import type { EventEntry } from "../../events/catalog.ts";
 import { streams, writeWithEvents } from "../../events/streams.ts";
 import { workspaceEvent } from "./events.ts";

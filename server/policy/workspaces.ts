@@ -1,15 +1,15 @@
 // Who may see and manage a workspace (contract, "Records" and roles): non-members get 404 for
 // the workspace and everything under it; members who may not manage get 403.
 import { and, eq, sql } from "drizzle-orm";
-import type { Executor } from "../../../db/client.ts";
+import type { Executor } from "../../db/client.ts";
 import {
   workspaceMembers,
   workspaces,
   type Role,
   type Workspace,
   type WorkspaceMember,
-} from "../../../db/schema/index.ts";
-import { forbidden, notFound } from "../../errors.ts";
+} from "../../db/schema/index.ts";
+import { forbidden, notFound } from "../errors.ts";
 
 export type Membership = { workspace: Workspace; member: WorkspaceMember };
 
