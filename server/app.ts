@@ -100,8 +100,15 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
   const events = config.redisUrl
     ? new RedisEventBus(config.redisUrl, config.redisPrefix, logger)
     : new InProcessEventBus();
-  const jobOutbox = new JobOutbox({ db: database.db, jobs, definitions: () => handlers, clock, logger });
-  const consumers = createConsumers({ db: database.db, clock, logger, config, onJobsWritten: () => jobOutbox.wake() });
+  const jobOutbox = new JobOutbox({
+    db: database.db,
+    listen: (channel, onNotify) => database.listen(channel, onNotify),
+    jobs,
+    definitions: () => handlers,
+    clock,
+    logger,
+  });
+  const consumers = createConsumers({ db: database.db, clock, logger, config });
   const relay = new EventRelay({ database, events, clock, logger, consumers });
   const credentials = new CredentialWatch({ db: database.db, events, clock, logger });
   const deps: Deps = {

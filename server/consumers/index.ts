@@ -15,7 +15,6 @@ export function createConsumers(deps: {
   clock: Clock;
   logger: Logger;
   config: Config;
-  onJobsWritten: () => void;
 }): ConsumerKit {
   const consumers: Consumer[] = [pushConsumer(deps), outboundConsumer(deps)];
   if (translationEnabled(deps.config)) consumers.push(translationConsumer(deps));

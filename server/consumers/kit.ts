@@ -78,7 +78,7 @@ type State = {
   retry?: NodeJS.Timeout;
 };
 
-type KitDeps = { db: Database; logger: Logger; onJobsWritten: () => void };
+type KitDeps = { db: Database; logger: Logger };
 
 export class ConsumerKit {
   private readonly states: State[];
@@ -205,8 +205,8 @@ export class ConsumerKit {
     if (result === "moved_elsewhere") throw new Error(`the ${consumer.name} cursor was moved by another process`);
     state.position = to;
     if (result === "nothing") return this.schedulePersist();
+    // Jobs written wake the job outbox through their commit (its NOTIFY trigger).
     state.persisted = to;
-    if (result.wrote === "jobs") this.deps.onJobsWritten();
   }
 
   private cursorMove(state: State, to: number): CursorMove {

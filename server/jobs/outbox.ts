@@ -44,8 +44,8 @@ export const HANDOVER_TIMEOUT_MS = 2_000;
 export const REHAND_AFTER_MS = 15_000;
 
 /**
- * Adds a job inside the caller's transaction; it reaches the queue once committed. Call
- * `deps.jobOutbox.wake()` after the commit for it to leave at once (the relay polls as well).
+ * Adds a job inside the caller's transaction; it reaches the queue once committed: the commit
+ * wakes the relay of every process (a trigger NOTIFYs `chat_job_outbox`, which they LISTEN on).
  * With `onlyIf`, the job is added only when that SQL condition holds, in the same statement (a
  * job with nothing to do costs the queue and the database far more than the condition).
  * Resolves with whether a row was written (false: the condition failed, or the id is waiting).
@@ -160,8 +160,13 @@ function gatherSettles(db: Database): (jobId: string) => Promise<void> {
   };
 }
 
+/** The channel on which a commit that wrote job rows wakes every process's relay (migration 0015). */
+export const JOB_OUTBOX_CHANNEL = "chat_job_outbox";
+
 type OutboxDeps = {
   db: Database;
+  /** LISTEN (db/client.ts); without it (unit tests) the relay is woken by calls and its poll only. */
+  listen?: (channel: string, onNotify: () => void) => Promise<() => Promise<void>>;
   jobs: JobQueue;
   /** The job definitions by name (the handlers' map, built after the outbox). */
   definitions: () => JobHandlers;
@@ -180,6 +185,7 @@ export class JobOutbox {
   /** Wakes the relay when the next delayed row is due, or a handed row is due to be handed again. */
   private dueTimer: { at: number; timer: NodeJS.Timeout } | undefined;
   private runsStarted = 0;
+  private unlisten: (() => Promise<void>) | undefined;
   /** At most one warning per 10 s while hand-overs fail. */
   private readonly mayWarn = oncePer();
 
@@ -187,6 +193,10 @@ export class JobOutbox {
 
   start(): void {
     this.timer = setInterval(() => this.wake(), POLL_MS).unref();
+    this.deps
+      .listen?.(JOB_OUTBOX_CHANNEL, () => this.wake())
+      .then((unlisten) => (this.unlisten = unlisten))
+      .catch((error: unknown) => this.warn(error, "job outbox: could not LISTEN; jobs leave at the next look"));
     // A clock that jumps (tests) may have made a delayed row due: it is seen within half a
     // second, as a poll would see it, not in the middle of the request that follows the jump.
     this.deps.clock.onJump?.(() => {
@@ -310,6 +320,7 @@ export class JobOutbox {
   /** Hands over what is committed, then stops (at shutdown, before the queue and database close). */
   async close(): Promise<void> {
     clearInterval(this.timer);
+    await this.unlisten?.().catch(() => {});
     if (this.dueTimer) clearTimeout(this.dueTimer.timer);
     await this.flush().catch(() => {});
     this.closed = true;

@@ -31,7 +31,6 @@ export async function queueVerificationEmail(tx: Executor, now: Date, user: Pick
 
 export async function sendVerificationEmail(deps: Deps, user: User): Promise<void> {
   await queueVerificationEmail(deps.db, deps.clock.now(), user);
-  deps.jobOutbox.wake();
 }
 
 /** Marks the e-mail verified; 404 for a tampered, expired or mismatched link. */

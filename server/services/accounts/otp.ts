@@ -40,7 +40,6 @@ export async function requestOtp(deps: Deps, input: { email: string; language: L
       language: input.language ?? null,
     });
   });
-  deps.jobOutbox.wake();
 }
 
 export async function verifyOtp(deps: Deps, input: { email: string; code: string; deviceName?: string | undefined }) {

@@ -45,7 +45,6 @@ export async function requestPasswordReset(deps: Deps, input: { email: string })
       sealedToken: seal(deps.config.appKey, token),
     });
   });
-  deps.jobOutbox.wake();
 }
 
 export async function resetPassword(

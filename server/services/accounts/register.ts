@@ -38,6 +38,5 @@ export async function registerUser(
     await queueVerificationEmail(tx, now, user);
     return recordSignIn(tx, user, { kind: "sign_in", deviceName: input.deviceName, now });
   });
-  deps.jobOutbox.wake();
   return signedIn;
 }

@@ -166,7 +166,7 @@ export async function recordAttempts(
     const again = !ok && record.retry && record.attempt < DELIVERY_ATTEMPTS;
     return { ok, again, delayMs: again ? retryDelayMs(DELIVERY_BACKOFF, record.attempt + 1) : 0 };
   };
-  const { retried, disabled } = await deps.db.transaction(async (tx) => {
+  const { disabled } = await deps.db.transaction(async (tx) => {
     // A delivery deleted meanwhile (with its webhook) is left out, rather than failing the batch.
     const present = await tx
       .select({ id: outboundDeliveries.id })
@@ -226,7 +226,6 @@ export async function recordAttempts(
       ),
     };
   });
-  if (retried > 0) deps.jobOutbox.wake();
   for (const line of disabled) deps.logger.warn(line);
 }
 

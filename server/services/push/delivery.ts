@@ -191,7 +191,6 @@ async function scheduleRetry(
     },
     { jobId: `${pushJobId(payload.messageId)}-${provider}-${attempt}`, delayMs },
   );
-  deps.jobOutbox.wake();
   deps.logger.info(
     { provider, messageId: payload.messageId, devices: retries.length, attempt, delayMs, reason: retries[0]!.reason },
     "push: will try again",

@@ -52,13 +52,13 @@ export function translationJobId(payload: TranslationJobPayload): string {
  * and a job each. Called by reads for the messages they serve; concurrent readers add one each.
  */
 export async function requestTranslations(
-  deps: Pick<Deps, "db" | "clock" | "jobOutbox">,
+  deps: Pick<Deps, "db" | "clock">,
   language: Language,
   owed: Pick<Message, "id">[],
 ): Promise<void> {
   if (owed.length === 0) return;
   const now = deps.clock.now();
-  const queued = await (deps.db as Database).transaction(async (tx) => {
+  await (deps.db as Database).transaction(async (tx) => {
     const written = await tx
       .insert(messageTranslations)
       .values(
@@ -76,9 +76,7 @@ export async function requestTranslations(
       const payload = { messageId, language };
       await enqueueJob(tx, now, translationJobs.message, payload, { jobId: translationJobId(payload) });
     }
-    return written.length;
   });
-  if (queued > 0) deps.jobOutbox.wake();
 }
 
 /** The stored translations of `messageIds` in `language`. */

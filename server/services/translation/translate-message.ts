@@ -158,7 +158,6 @@ export async function translateMessages(
       );
     }
   });
-  if (retrying.length > 0) deps.jobOutbox.wake();
 }
 
 /** The cache's translations of every text of `work` into each of its pending languages (key → content), in one lookup. */
