@@ -11,6 +11,7 @@ import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { freePort } from "./helpers/ports.ts";
 import { createDatabase } from "./helpers/server.ts";
+import { groupAlive } from "./helpers/process-group.ts";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 
@@ -21,15 +22,6 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-/** True while any process of the group is alive (signal 0 only checks). */
-function groupAlive(pgid: number): boolean {
-  try {
-    process.kill(-pgid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 async function waitFor(
   condition: () => boolean | Promise<boolean>,

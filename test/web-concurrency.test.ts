@@ -17,6 +17,7 @@ import { world } from "./helpers/live.ts";
 import { freePort } from "./helpers/ports.ts";
 import { createDatabase } from "./helpers/server.ts";
 import { until } from "./helpers/wait.ts";
+import { groupAlive } from "./helpers/process-group.ts";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const sharedServices = Boolean(process.env.DATABASE_URL && process.env.REDIS_URL);
@@ -40,15 +41,6 @@ function startMain(env: Record<string, string>): Started {
   return { child, output: () => output, exited };
 }
 
-/** True while any process of the group is alive (signal 0 only checks). */
-function groupAlive(pgid: number): boolean {
-  try {
-    process.kill(-pgid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 type LogLine = { msg: string; pid: number; reqId?: string };
 const logLines = (output: string): LogLine[] =>
