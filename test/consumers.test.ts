@@ -3,7 +3,7 @@
 // to do costs no statement at all.
 import { sql } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
-import type { Database } from "../db/client.ts";
+import { rowsOf, type Database } from "../db/client.ts";
 import { statementScope } from "../db/statement-count.ts";
 import type { LoggedEvent } from "../server/consumers/kit.ts";
 import { pushConsumer } from "../server/consumers/push.ts";
@@ -91,5 +91,17 @@ describe("the push consumer", () => {
       if (!(error instanceof Error) || !error.message.includes("Rollback")) throw error;
     });
     expect(consumer.name).toBe("push");
+  });
+});
+
+describe("the consumers' cursors", () => {
+  it("are kept for the consumers this server runs only, so none it does not run holds back pruning", async () => {
+    // This server does not translate (TRANSLATION_PROVIDER none): the translation cursor the
+    // migration created is dropped; push and outbound run.
+    await ctx.server.app.deps.relay.flush();
+    const rows = rowsOf<{ name: string }>(
+      await ctx.server.app.deps.db.execute(sql`select name from consumer_cursors order by name`),
+    );
+    expect(rows.map((row) => row.name)).toEqual(["outbound", "push"]);
   });
 });

@@ -98,7 +98,8 @@ export class ConsumerKit {
 
   /**
    * This process has become the relay: load the cursors (a consumer seen for the first time
-   * starts at the newest position: it does not work through history) and the consumers' state.
+   * starts at the newest position: it does not work through history), drop those of consumers
+   * it does not run, and load the consumers' state.
    */
   async start(): Promise<void> {
     if (this.states.length === 0) return;
@@ -107,7 +108,11 @@ export class ConsumerKit {
       const names = this.states.map((state) => state.consumer.name);
       const rows = rowsOf<{ name: string; position: string }>(
         await this.deps.db.execute(sql`
-          with created as (
+          with dropped as (
+            -- A consumer this server no longer runs (translation turned off) must not hold back
+            -- pruning; turned on again, it starts afresh at the newest position.
+            delete from ${consumerCursors} where not (name = any(${arrayParam(names)}::text[]))),
+          created as (
             insert into ${consumerCursors} (name, position)
             select unnest(${arrayParam(names)}::text[]), coalesce((select max(position) from ${streamEvents}), 0)
             on conflict (name) do nothing returning name, position)
