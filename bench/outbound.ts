@@ -54,7 +54,7 @@ type Receiver = {
 };
 
 /** The receiver: 200 at once; remembers each delivery id once and checks every signature. */
-async function startReceiver(secret: () => string): Promise<Receiver> {
+export async function startReceiver(secret: () => string): Promise<Receiver> {
   let received = 0;
   let bad = 0;
   let firstAt: number | undefined;

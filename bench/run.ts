@@ -1,8 +1,8 @@
-// `npm run bench [-- requests|fanout|fanout-baseline|idle|push|translation|webhooks|outbound ...]`: load scenarios against the
+// `npm run bench [-- requests|fanout|fanout-baseline|idle|push|translation|webhooks|outbound|features ...]`: load scenarios against the
 // real server, started as its own process for each section (PGlite, or PostgreSQL/Redis when
 // DATABASE_URL/REDIS_URL are set). Every loop is bounded in time and count, and only talks to
 // 127.0.0.1. Prints a table per section, then everything as one line of JSON. With no argument,
-// all of them run but fanout-baseline (about 15 minutes; only when named).
+// all of them run but fanout-baseline (about 15 minutes) and features (only when named).
 //
 //   requests  request/response throughput and latency of the main paths (BENCH_SECONDS each)
 //   fanout    N receivers on one channel over WebSocket, senders over REST (BENCH_FANOUT=10,100,1000);
@@ -27,9 +27,16 @@
 //             REST's (target 80%)
 //   outbound  BENCH_OUTBOUND_MESSAGES (1000) outbound webhook deliveries queued, then drained by one
 //             worker process to a local receiver: deliveries/s (target 500; needs PostgreSQL and Redis)
+//   features  server + PostgreSQL + Redis CPU per message at a fixed open-loop rate (BENCH_FEATURES_RATE,
+//             200: set it to 60% of fanout-baseline's "baseline msg/s") to BENCH_FEATURES_RECEIVERS (100)
+//             receivers, plain against push + translation + an outbound webhook all on, alternating
+//             BENCH_RUNS (3) pairs, each on a fresh server and database; medians, ratio (target ≤ 1.15)
+//             and the counts that show the features happened; needs DATABASE_URL and REDIS_URL.
+//             Knobs in bench/features.ts.
 import { cpus, totalmem } from "node:os";
 import { runFanout, runIdle } from "./fanout.ts";
 import { runFanoutBaseline } from "./fanout-baseline.ts";
+import { runFeatures } from "./features.ts";
 import { runOutbound } from "./outbound.ts";
 import { runPush } from "./push.ts";
 import { runRequestRows } from "./requests.ts";
@@ -45,10 +52,11 @@ const SECTIONS = [
   "translation",
   "webhooks",
   "outbound",
+  "features",
 ] as const;
 type Section = (typeof SECTIONS)[number];
 /** Sections that run only when named. */
-const ON_REQUEST: readonly Section[] = ["fanout-baseline"];
+const ON_REQUEST: readonly Section[] = ["fanout-baseline", "features"];
 
 const asked = process.argv.slice(2).filter((arg) => arg !== "--");
 const unknown = asked.filter((arg) => !(SECTIONS as readonly string[]).includes(arg));
@@ -280,6 +288,40 @@ if (selected.has("outbound")) {
     },
   ]);
   result.outbound = outbound;
+}
+if (selected.has("features")) {
+  const features = await runFeatures(log);
+  const dash = (value: number | boolean | null) => value ?? "-";
+  console.table(
+    features.summary.map((row) => ({
+      config: row.config,
+      runs: row.runs,
+      "accepted/s": dash(row.accepted_per_s),
+      "delivered %": dash(row.delivered_pct),
+      p99_ms: dash(row.p99_ms),
+      "server µs/msg": dash(row.server_cpu_us_per_message),
+      "pg µs/msg": dash(row.pg_cpu_us_per_message),
+      "redis µs/msg": dash(row.redis_cpu_us_per_message),
+      "total µs/msg": dash(row.total_cpu_us_per_message),
+      "other cpu %": dash(row.other_cpu_pct),
+      pushes: row.pushes,
+      "translated texts": row.translations,
+      "webhook deliveries": row.webhooks,
+    })),
+  );
+  console.table([
+    {
+      "features/plain total": dash(features.ratio.total),
+      server: dash(features.ratio.server),
+      pg: dash(features.ratio.pg),
+      redis: dash(features.ratio.redis),
+      "total (each pair)": features.pair_ratios.map(dash).join(", "),
+      "within 15%": dash(features.targets.total_within_15pct),
+      "features happened": dash(features.targets.features_happened),
+      "load carried": dash(features.targets.load_carried),
+    },
+  ]);
+  result.features = features;
 }
 result.total_seconds = Math.round((performance.now() - started) / 1000);
 console.log(JSON.stringify(result));
