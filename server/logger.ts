@@ -63,7 +63,7 @@ export const LOG_REDACT_PATHS = [
  */
 export const requestScope = new AsyncLocalStorage<{ reqId: string }>();
 
-/** `reqId` from the request scope, unless the logger has it bound already (pino-http's `req.log`). */
+/** `reqId` from the request scope, unless the logger has it bound already (a WebSocket connection's child logger). */
 function requestIdMixin(_object: object, _level: number, logger: Logger): object {
   const scope = requestScope.getStore();
   if (!scope) return {};

@@ -187,7 +187,7 @@ describe("a request that fails", () => {
       "the socket's error",
     );
     socket.close();
-    // Each error line once: the id is not written twice on a line (pino-http's own logger and the scope).
+    // Each error line once: the id is not written twice on a line (the request's logger and the scope).
     expect(output.join("").match(new RegExp(`"reqId":"${rpcId}"`, "g"))!.length).toBe(
       lines().filter((line) => line.reqId === rpcId).length,
     );

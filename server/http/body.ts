@@ -8,23 +8,51 @@ export const MAX_JSON_BODY_BYTES = 1024 * 1024;
 
 export type ParsedBody = { raw: Buffer; value: Record<string, unknown> };
 
-export async function readRawBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+const tooLarge = () => new AppError("payload_too_large", "The request body is too large.");
+
+/**
+ * The body's bytes, at most `limit`. Read with 'data' and 'end' listeners rather than an async
+ * iterator, which cost a post about 30 µs of CPU to set up for a body that arrives in one chunk.
+ * Past the limit the request is destroyed (as leaving a `for await` over it did).
+ */
+export function readRawBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   const declared = Number(req.headers["content-length"] ?? 0);
-  if (declared > limit) throw new AppError("payload_too_large", "The request body is too large.");
-  const chunks: Buffer[] = [];
-  let size = 0;
-  try {
-    for await (const chunk of req) {
-      size += (chunk as Buffer).length;
-      if (size > limit) throw new AppError("payload_too_large", "The request body is too large.");
-      chunks.push(chunk as Buffer);
-    }
-  } catch (error) {
-    if (error instanceof AppError) throw error;
+  if (declared > limit) return Promise.reject(tooLarge());
+  if (req.readableEnded) return Promise.resolve(Buffer.alloc(0));
+  if (req.destroyed) return Promise.reject(new AppError("bad_request", "The request body could not be read."));
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const settle = () => {
+      req.off("data", onData);
+      req.off("end", onEnd);
+      req.off("error", onClosed);
+      req.off("close", onClosed);
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        settle();
+        req.destroy();
+        reject(tooLarge());
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = () => {
+      settle();
+      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+    };
     // The client went away in the middle of its body: the request's fault, not a 500 of ours.
-    throw new AppError("bad_request", "The request body could not be read.");
-  }
-  return Buffer.concat(chunks);
+    const onClosed = () => {
+      settle();
+      reject(new AppError("bad_request", "The request body could not be read."));
+    };
+    req.on("data", onData);
+    req.on("end", onEnd);
+    req.on("error", onClosed);
+    req.on("close", onClosed);
+  });
 }
 
 export function mediaType(req: IncomingMessage): string | undefined {

@@ -200,8 +200,8 @@ export function createRequestListener(deps: Deps, router: AppRouter, readiness: 
 
   // Each request runs in a statement scope labelled by its request id (assigned by withRequestLog):
   // the database statements it sends are counted under it (db/statement-count.ts).
-  return withRequestLog(deps.logger, operations.routes, (req: IncomingMessage, res: ServerResponse) =>
-    statementScope(String(req.id), () => serve(req, res)),
+  return withRequestLog(deps.logger, operations.routes, (req: IncomingMessage, res: ServerResponse, reqId: string) =>
+    statementScope(reqId, () => serve(req, res)),
   );
 
   function serve(req: IncomingMessage, res: ServerResponse) {

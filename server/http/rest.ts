@@ -1,10 +1,35 @@
-// The REST door: trpc-to-openapi serves each procedure at its `/api/v1/...` path. Around it we
-// add what the API document asks and the adapter does not do: bodies read by us (any JSON
-// charset, raw bytes kept), the contract's success statuses (201, 204), and error bodies in
-// the document's Laravel shape instead of the adapter's own.
+// The REST door: each procedure with an `openapi` meta is served at its `/api/v1/...` path, as
+// trpc-to-openapi's node adapter does, and with its pieces (route table, query reading, the
+// coercion of query strings). Around it we add what the API document asks and the adapter does
+// not do: bodies read by us (any JSON charset, raw bytes kept; server/http/host.ts), the
+// contract's success statuses (201, 204), and error bodies in the document's Laravel shape.
+//
+// Not createOpenApiNodeHttpHandler itself: on every call it built a WHATWG Request (headers,
+// URL, a body stream, an AbortSignal) only to read its signal, which nothing here uses, and
+// re-walked the input schema; that was about 250 µs of a post's CPU. Here the Node request goes
+// to tRPC's caller as it is, and each procedure's schema is looked at once.
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { TRPCError } from "@trpc/server";
-import { createOpenApiNodeHttpHandler } from "trpc-to-openapi";
+import { TRPCError } from "@trpc/server";
+import {
+  acceptsRequestBody,
+  coerceSchema,
+  createProcedureCache,
+  generateOpenApiDocument,
+  getBody,
+  getErrorFromUnknown,
+  getInputOutputParsers,
+  getQuery,
+  instanceofZodTypeLikeVoid,
+  instanceofZodTypeObject,
+  instanceofZodTypeOptional,
+  normalizePath,
+  unwrapZodType,
+  zodSupportsCoerce,
+  type OpenApiMethod,
+  type OpenApiProcedure,
+  type OpenApiRouter,
+} from "trpc-to-openapi";
+import { ZodArray } from "zod/v4";
 import type { AppRouter } from "../../routers/index.ts";
 import { createHttpContext, type RequestContext } from "../context.ts";
 import type { Deps } from "../deps.ts";
@@ -20,41 +45,122 @@ function successStatuses(router: AppRouter): Map<string, number> {
   );
 }
 
-export function createRestHandler(deps: Deps, router: AppRouter) {
-  const statuses = successStatuses(router);
-  const failures = new WeakMap<IncomingMessage, TRPCError>();
+/** What the adapter derived from a procedure's input schema on every call, derived once. */
+type InputShape = {
+  /** z.void() and the like: the procedure takes no input. */
+  takesNoInput: boolean;
+  /** Keys whose schema is an array (a single query value becomes a one-element array). */
+  arrayKeys: string[];
+};
 
-  const handler = createOpenApiNodeHttpHandler({
-    router,
-    createContext: ({ req }: { req: IncomingMessage }) => createHttpContext(deps, req),
-    responseMeta: ({ ctx, paths, errors }) => {
-      const context = ctx as RequestContext | undefined;
-      const headers = { ...context?.response.headers };
-      const firstError = errors[0];
-      if (firstError) {
-        const mapped = restError(firstError);
-        return { status: mapped.status, headers: { ...headers, ...mapped.headers } };
+function inputShapeOf(procedure: OpenApiProcedure): InputShape {
+  const { inputParser } = getInputOutputParsers(procedure);
+  const schema = unwrapZodType(inputParser, true);
+  const arrayKeys: string[] = [];
+  if (zodSupportsCoerce && instanceofZodTypeObject(schema)) {
+    for (const [key, shape] of Object.entries(schema.shape)) {
+      const isArray =
+        shape instanceof ZodArray || (instanceofZodTypeOptional(shape) && shape.unwrap() instanceof ZodArray);
+      if (isArray) arrayKeys.push(key);
+    }
+    // Query strings become numbers, booleans and dates where the schema says so (idempotent:
+    // it marks the schema's members, which are shared with the tRPC door, as trpc-to-openapi did).
+    coerceSchema(schema);
+  }
+  return { takesNoInput: instanceofZodTypeLikeVoid(schema), arrayKeys };
+}
+
+type Answer = { status: number; headers: Record<string, string | string[] | undefined>; body: string | undefined };
+
+function send(res: ServerResponse, { status, headers, body }: Answer): void {
+  res.statusCode = status;
+  res.setHeader("Content-Type", "application/json");
+  for (const name in headers) {
+    const value = headers[name];
+    if (value !== undefined) res.setHeader(name, value);
+  }
+  // 204: no body, and no type for it.
+  if (status === 204) {
+    res.removeHeader("Content-Type");
+    res.end();
+    return;
+  }
+  res.end(body);
+}
+
+export function createRestHandler(deps: Deps, router: AppRouter) {
+  const openApiRouter = router as unknown as OpenApiRouter;
+  // As the adapter does: an invalid router (a bad openapi meta) fails at start-up, not in use.
+  if (process.env.NODE_ENV !== "production") {
+    generateOpenApiDocument(openApiRouter, { title: "", version: "", baseUrl: "" });
+  }
+  const statuses = successStatuses(router);
+  const procedureOf = createProcedureCache(openApiRouter);
+  const inputShapes = new WeakMap<OpenApiProcedure, InputShape>();
+
+  function failure(error: TRPCError, ctx: RequestContext | undefined): Answer {
+    if (error.code === "INTERNAL_SERVER_ERROR") deps.logger.error({ err: error.cause ?? error }, "request failed");
+    const mapped = restError(error);
+    return {
+      status: mapped.status,
+      headers: { ...ctx?.response.headers, ...mapped.headers },
+      body: JSON.stringify(mapped.body),
+    };
+  }
+
+  async function answer(req: IncomingMessage & { body?: unknown }): Promise<Answer> {
+    const method = req.method as OpenApiMethod | "HEAD";
+    const target = req.url!;
+    const url = new URL(target.startsWith("/") ? `http://127.0.0.1${target}` : target);
+    const found = procedureOf(method, normalizePath(url.pathname));
+    const procedure = found?.procedure;
+    if (!procedure) {
+      // Can be used for warm-up, as with the adapter.
+      if (method === "HEAD") return { status: 204, headers: {}, body: undefined };
+      return failure(new TRPCError({ code: "NOT_FOUND", message: "Not found" }), undefined);
+    }
+    let ctx: RequestContext | undefined;
+    try {
+      const useBody = acceptsRequestBody(method);
+      const contentType = req.headers["content-type"];
+      if (useBody && !contentType?.startsWith("application/json")) {
+        throw new TRPCError({
+          code: "UNSUPPORTED_MEDIA_TYPE",
+          message: contentType ? `Unsupported content-type "${contentType}` : "Missing content-type header",
+        });
       }
-      const status = context?.response.status ?? statuses.get(paths?.[0] ?? "") ?? 200;
-      return { status, headers };
-    },
-    onError: ({ error, req }) => {
-      failures.set(req, error);
-      if (error.code === "INTERNAL_SERVER_ERROR") deps.logger.error({ err: error.cause ?? error }, "request failed");
-    },
-  });
+      let shape = inputShapes.get(procedure.procedure);
+      if (!shape) inputShapes.set(procedure.procedure, (shape = inputShapeOf(procedure.procedure)));
+      let input: Record<string, unknown> | undefined;
+      if (!shape.takesNoInput) {
+        const fields: Record<string, unknown> = {
+          ...(useBody ? await getBody(req) : getQuery(req, url)),
+          ...found.pathInput,
+        };
+        if (!useBody) {
+          for (const key of shape.arrayKeys) {
+            if (fields[key] !== undefined && !Array.isArray(fields[key])) fields[key] = [fields[key]];
+          }
+        }
+        input = fields;
+      }
+      ctx = await createHttpContext(deps, req);
+      const caller = router.createCaller(ctx) as unknown as Record<string, unknown>;
+      const call = procedure.path.split(".").reduce<any>((node, segment) => node[segment], caller) as (
+        input: unknown,
+      ) => Promise<unknown>;
+      const data = await call(input);
+      return {
+        status: ctx.response.status ?? statuses.get(procedure.path) ?? 200,
+        headers: { ...ctx.response.headers },
+        body: JSON.stringify(data),
+      };
+    } catch (cause) {
+      return failure(getErrorFromUnknown(cause), ctx);
+    }
+  }
 
   return async (req: IncomingMessage & { body?: unknown }, res: ServerResponse) => {
-    const end = res.end.bind(res) as (chunk?: unknown) => ServerResponse;
-    res.end = ((chunk?: unknown) => {
-      const failure = failures.get(req);
-      if (failure) return end(JSON.stringify(restError(failure).body));
-      if (res.statusCode === 204) {
-        res.removeHeader("Content-Type");
-        return end();
-      }
-      return end(chunk);
-    }) as ServerResponse["end"];
-    await handler(req, res);
+    send(res, await answer(req));
   };
 }
