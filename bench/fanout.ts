@@ -440,7 +440,7 @@ export async function openReceivers(server: BenchServer, team: Team, count: numb
 // ---------------------------------------------------------------------------------------------
 // Senders
 
-type SendStats = {
+export type SendStats = {
   attempted: number;
   accepted: number;
   errors: Map<string, number>;

@@ -70,6 +70,7 @@ import {
   serviceSide,
   setupTeam,
   type FanoutSide,
+  type SendStats,
   type Receiver,
   type Team,
 } from "./fanout.ts";
@@ -241,13 +242,6 @@ async function freshDatabase(
 // ---------------------------------------------------------------------------------------------
 // One window: posts at the rate, then the drain
 
-type SendStats = {
-  attempted: number;
-  accepted: number;
-  errors: Map<string, number>;
-  skipped: number;
-  postLatencies: number[];
-};
 
 function poster(side: FanoutSide, collector: Collector, stats: SendStats) {
   return async (seq: number) => {

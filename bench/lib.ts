@@ -98,10 +98,7 @@ export async function startBenchServer(
     },
     stdio: ["ignore", "inherit", "pipe"],
   });
-  // The server's warnings pass through; the inspector's own banner does not.
-  createInterface({ input: child.stderr! }).on("line", (line) => {
-    if (!/^(Debugger (listening on|ending on|attached)|For help, see:)/.test(line)) process.stderr.write(`${line}\n`);
-  });
+  passWarnings(child);
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   const url = `http://127.0.0.1:${port}`;
   try {
@@ -156,6 +153,13 @@ export async function startBenchServer(
  * on a free port, with the inspector for heap readings, as startBenchServer does for the service.
  * Needs DATABASE_URL. `stop()` ends it with SIGTERM, on which it drops its table.
  */
+/** A child's warnings pass through to ours; the inspector's own banner does not. */
+function passWarnings(child: ChildProcess): void {
+  createInterface({ input: child.stderr! }).on("line", (line) => {
+    if (!/^(Debugger (listening on|ending on|attached)|For help, see:)/.test(line)) process.stderr.write(`${line}\n`);
+  });
+}
+
 export async function startBaselineRelay(): Promise<BenchServer> {
   if (!process.env.DATABASE_URL) throw new Error("the baseline relay needs DATABASE_URL");
   const port = await freePort();
@@ -169,9 +173,7 @@ export async function startBaselineRelay(): Promise<BenchServer> {
       stdio: ["ignore", "inherit", "pipe"],
     },
   );
-  createInterface({ input: child.stderr! }).on("line", (line) => {
-    if (!/^(Debugger (listening on|ending on|attached)|For help, see:)/.test(line)) process.stderr.write(`${line}\n`);
-  });
+  passWarnings(child);
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   const url = `http://127.0.0.1:${port}`;
   try {
