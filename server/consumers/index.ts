@@ -10,12 +10,7 @@ import { outboundConsumer } from "./outbound.ts";
 import { pushConsumer } from "./push.ts";
 import { translationConsumer } from "./translation.ts";
 
-export function createConsumers(deps: {
-  db: Database;
-  clock: Clock;
-  logger: Logger;
-  config: Config;
-}): ConsumerKit {
+export function createConsumers(deps: { db: Database; clock: Clock; logger: Logger; config: Config }): ConsumerKit {
   const consumers: Consumer[] = [pushConsumer(deps), outboundConsumer(deps)];
   if (translationEnabled(deps.config)) consumers.push(translationConsumer(deps));
   return new ConsumerKit(deps, consumers);

@@ -215,18 +215,11 @@ export class ConsumerKit {
   }
 
   private cursorMove(state: State, to: number): CursorMove {
-    const { name } = state.consumer;
-    const from = state.persisted!;
+    const update = sql`update ${consumerCursors} set position = ${to}, updated_at = now()
+      where name = ${state.consumer.name} and position = ${state.persisted!} returning 1`;
     return {
-      cte: sql`moved as (update ${consumerCursors} set position = ${to}, updated_at = now()
-        where name = ${name} and position = ${from} returning 1)`,
-      inTransaction: async (tx) => {
-        const rows = rowsOf(
-          await tx.execute(sql`update ${consumerCursors} set position = ${to}, updated_at = now()
-            where name = ${name} and position = ${from} returning 1`),
-        );
-        return rows.length > 0;
-      },
+      cte: sql`moved as (${update})`,
+      inTransaction: async (tx) => rowsOf(await tx.execute(update)).length > 0,
     };
   }
 
@@ -283,7 +276,20 @@ export class ConsumerKit {
   }
 }
 
-export function toLoggedEvent(row: { position: string | number; created_at: Date | string; payload: unknown }): LoggedEvent {
+/**
+ * What a consumer's one statement did, from its final `select … as moved, … as jobs` (the rows of
+ * `moved`, the cursor's CTE, and of the jobs it wrote).
+ */
+export function batchResultOf(row: { moved: number; jobs: number } | undefined): BatchResult {
+  if (!row?.moved) return "moved_elsewhere";
+  return { wrote: row.jobs > 0 ? "jobs" : "rows" };
+}
+
+export function toLoggedEvent(row: {
+  position: string | number;
+  created_at: Date | string;
+  payload: unknown;
+}): LoggedEvent {
   return {
     position: Number(row.position),
     createdAt: new Date(row.created_at),

@@ -9,7 +9,7 @@ import type { Clock } from "../clock.ts";
 import { placeMembersOfRow } from "../policy/audiences.ts";
 import { pushJobs } from "../services/push/jobs.ts";
 import { createdMessages, messageRows } from "./batch-places.ts";
-import type { BatchResult, Consumer, CursorMove, LoggedEvent } from "./kit.ts";
+import { batchResultOf, type BatchResult, type Consumer, type CursorMove, type LoggedEvent } from "./kit.ts";
 
 export function pushConsumer(deps: { db: Database; clock: Clock }): Consumer {
   let anyDevice = true;
@@ -43,8 +43,7 @@ export function pushConsumer(deps: { db: Database; clock: Clock }): Consumer {
             returning 1)
           select (select count(*) from moved)::integer as moved, (select count(*) from jobs)::integer as jobs`),
       );
-      if (!row?.moved) return "moved_elsewhere";
-      return { wrote: row.jobs > 0 ? "jobs" : "rows" };
+      return batchResultOf(row);
     },
   };
 }

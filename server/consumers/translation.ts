@@ -11,7 +11,7 @@ import { placeReaderLanguagesOfRow } from "../policy/audiences.ts";
 import { translationJobs } from "../services/translation/jobs.ts";
 import { hasProse } from "../services/translation/protect.ts";
 import { createdMessages, messageRows } from "./batch-places.ts";
-import type { BatchResult, Consumer, CursorMove, LoggedEvent } from "./kit.ts";
+import { batchResultOf, type BatchResult, type Consumer, type CursorMove, type LoggedEvent } from "./kit.ts";
 
 export function translationConsumer(deps: { db: Database; clock: Clock }): Consumer {
   return {
@@ -45,8 +45,7 @@ export function translationConsumer(deps: { db: Database; clock: Clock }): Consu
             returning 1)
           select (select count(*) from moved)::integer as moved, (select count(*) from jobs)::integer as jobs`),
       );
-      if (!row?.moved) return "moved_elsewhere";
-      return { wrote: row.jobs > 0 ? "jobs" : "rows" };
+      return batchResultOf(row);
     },
   };
 }

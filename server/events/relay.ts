@@ -223,7 +223,10 @@ export class EventRelay {
       const unlisten = await this.deps.database
         .listen(RELAY_NOTIFY_CHANNEL, () => this.runs.request())
         .catch((error: unknown) => {
-          this.deps.logger.warn({ err: error }, "event relay: could not LISTEN; writers without a relay wait for its poll");
+          this.deps.logger.warn(
+            { err: error },
+            "event relay: could not LISTEN; writers without a relay wait for its poll",
+          );
           return async () => {};
         });
       this.unsubscribeWake = () => {
@@ -257,10 +260,7 @@ export class EventRelay {
       if (this.leaderPid !== null && row?.pid !== this.leaderPid) throw new Error("the lock's connection was replaced");
       if (row?.pending) this.runs.request();
     } catch {
-      if (this.leaderPid === null) return;
-      this.deps.logger.warn("event relay: lost the publisher role");
-      await this.stepDown();
-      void this.contend();
+      if (this.leaderPid !== null) await this.lostRole();
     }
   }
 
@@ -272,10 +272,15 @@ export class EventRelay {
       .then(([row]) => row?.pid === this.leaderPid)
       .catch(() => false);
     if (stillHeld) return false;
+    await this.lostRole();
+    return true;
+  }
+
+  /** The lock's connection went (or was replaced): step down, and wait for the lock again. */
+  private async lostRole(): Promise<void> {
     this.deps.logger.warn("event relay: lost the publisher role");
     await this.stepDown();
     void this.contend();
-    return true;
   }
 
   /**

@@ -44,13 +44,6 @@ export type MessageTarget =
   | { kind: "conversation"; conversationId: string }
   | { kind: "room"; roomId: string };
 
-export type PlaceKind = MessageTarget["kind"];
-
-/** The id of the place itself (channel, conversation or room). */
-export function placeIdOf(target: MessageTarget): string {
-  return target.kind === "channel" ? target.channelId : target.kind === "room" ? target.roomId : target.conversationId;
-}
-
 /**
  * SQL selecting one row (column `member_language`: the author's language set in the channel's
  * workspace, or null) when `author` may post to `target` now, and none otherwise. The rows that
@@ -120,7 +113,7 @@ export async function isChannelMember(db: Executor, channelId: string, userId: n
 }
 
 /** The channel as the caller may see it: 404 when it is not in the workspace or is private and not theirs. */
-export async function visibleChannel(db: Executor, membership: Membership, channelId: string): Promise<Channel> {
+async function visibleChannel(db: Executor, membership: Membership, channelId: string): Promise<Channel> {
   const [channel] = await db
     .select()
     .from(channels)
@@ -160,7 +153,11 @@ export async function requireParticipant(
 }
 
 /** The room when the caller has joined it and it lives; 404 otherwise (an expired room is gone at once). */
-export async function requireRoomMember(deps: { db: Executor; clock: Clock }, userId: number, roomId: string): Promise<Room> {
+export async function requireRoomMember(
+  deps: { db: Executor; clock: Clock },
+  userId: number,
+  roomId: string,
+): Promise<Room> {
   const [found] = await deps.db
     .select({ room: rooms })
     .from(rooms)
@@ -202,10 +199,7 @@ export async function postRefusal(
 /** The live streams a user hears: their own, and those of their workspaces, channels and conversations. */
 export async function userStreams(db: Executor, userId: number): Promise<string[]> {
   const [workspaceRows, channelRows, conversationRows] = await Promise.all([
-    db
-      .select({ id: workspaceMembers.workspaceId })
-      .from(workspaceMembers)
-      .where(eq(workspaceMembers.userId, userId)),
+    db.select({ id: workspaceMembers.workspaceId }).from(workspaceMembers).where(eq(workspaceMembers.userId, userId)),
     db.select({ id: channelMembers.channelId }).from(channelMembers).where(eq(channelMembers.userId, userId)),
     db
       .select({ id: conversations.id })

@@ -95,7 +95,7 @@ function markUsed(db: Database, tokenId: string, now: Date): void {
 }
 
 /** Writes the noted uses now (before reading last_used_at back, and by the timer). */
-export async function flushLastUsed(db: Database): Promise<void> {
+async function flushLastUsed(db: Database): Promise<void> {
   const batch = lastUsedBatches.get(db);
   if (!batch || batch.times.size === 0) return;
   clearTimeout(batch.timer);

@@ -5,7 +5,7 @@
 // the conversation's last message and append the `message.created` event, all or nothing.
 // Nothing else is written here: push, translation, outbound webhooks and whatever comes next
 // read the event log (server/consumers/), so adding a feature never adds a statement to the post.
-import { sql, type SQL } from "drizzle-orm";
+import { and, eq, inArray, isNull, sql, type SQL } from "drizzle-orm";
 import { PgDialect } from "drizzle-orm/pg-core";
 import type { Database } from "../../../db/client.ts";
 import { arrayParam, runPrepared } from "../../../db/prepared.ts";
@@ -118,7 +118,6 @@ export async function postMessageOutcome(deps: Deps, input: PostMessageInput): P
 
   const statement = postStatement({
     message,
-    target,
     rightToPost: postingRight(authorUser ? { userId: authorUser.id } : { botOf: "channel" }, target, now),
     authorLanguage: authorUser?.preferredLanguage ?? null,
     attachmentIds,
@@ -146,21 +145,12 @@ export async function postMessageOutcome(deps: Deps, input: PostMessageInput): P
 
 /** The poster's staged files, in the order given (only those still theirs and unattached). */
 async function stagedFiles(db: Database, uploaderId: number | null, ids: string[]): Promise<Attachment[]> {
-  if (ids.length === 0) return [];
-  const rows =
-    uploaderId === null
-      ? []
-      : await db.execute<Attachment>(
-          sql`select id, uploader_id as "uploaderId", message_id as "messageId", filename, mime_type as "mimeType",
-            size::float8 as size, storage_key as "storageKey", created_at as "createdAt"
-          from ${attachments} where id = any(${arrayParam(ids)}::text[]) and uploader_id = ${uploaderId} and message_id is null`,
-        );
-  const byId = new Map(
-    (Array.isArray(rows) ? rows : (rows as { rows: Attachment[] }).rows).map((row) => [
-      row.id,
-      { ...row, size: Number(row.size), createdAt: new Date(row.createdAt) },
-    ]),
-  );
+  if (ids.length === 0 || uploaderId === null) return [];
+  const rows = await db
+    .select()
+    .from(attachments)
+    .where(and(inArray(attachments.id, ids), eq(attachments.uploaderId, uploaderId), isNull(attachments.messageId)));
+  const byId = new Map(rows.map((row) => [row.id, row]));
   // Missing or repeated ids: the statement claims nothing (422 after the right to post is known).
   return ids.flatMap((id) => byId.get(id) ?? []);
 }
@@ -182,7 +172,6 @@ function attachmentError(ids: string[], claimable: string[]) {
  */
 function postStatement(input: {
   message: Message;
-  target: MessageTarget;
   rightToPost: SQL;
   authorLanguage: Language | null;
   attachmentIds: string[];
@@ -202,8 +191,8 @@ function postStatement(input: {
     ctes.push(sql`claimable as (select id from ${attachments}
       where id = any(${arrayParam(attachmentIds)}::text[]) and uploader_id = ${message.authorUserId}::integer and message_id is null
       for update)`);
-    conditions.push(sql`(select count(*) from claimable) = ${attachmentIds.length}::integer
-      and cardinality(${arrayParam(attachmentIds)}::text[]) = (select count(distinct x) from unnest(${arrayParam(attachmentIds)}::text[]) x)`);
+    // Every id one claimable row: a missing, foreign or repeated id leaves the count short.
+    conditions.push(sql`(select count(*) from claimable) = ${attachmentIds.length}::integer`);
   }
   if (also.guard) {
     ctes.push(sql`guard as (${also.guard})`);
