@@ -82,11 +82,17 @@ export class EventRelay {
   /** The backend that holds the lock (PostgreSQL); null with PGlite, which needs no lock. */
   private leaderPid: number | null = null;
   private leading = false;
+  /**
+   * Leading, and done republishing what the predecessor positioned: only then may it position
+   * (a newer event published before an older one would hide the older one from subscribers,
+   * who drop what is at or below the position they hold).
+   */
+  private publishing = false;
   private closed = false;
-  /** Positions and publishes committed events, one batch at a time, while this process leads. */
+  /** Positions and publishes committed events, one batch at a time, once this process publishes. */
   private readonly runs = new RunLoop(
     () => this.runBatch(),
-    () => this.leading,
+    () => this.publishing,
   );
   private wakePublished = false;
   /** A publish failed: republish from this position on the next run. */
@@ -150,7 +156,7 @@ export class EventRelay {
 
   private async runOnce(): Promise<number> {
     const session = this.session;
-    if (!session || !this.leading) return 0;
+    if (!session || !this.publishing) return 0;
     // What failed to publish (Redis was away) goes first, in position order, and nothing newer is
     // positioned or published until it has gone: a subscriber never sees an event before an older
     // one, so none is skipped by a client that resumes from the newest position it holds.
@@ -235,8 +241,10 @@ export class EventRelay {
       };
       this.deps.logger.debug("event relay: this process publishes live events");
       await this.deps.consumers.start();
-      // The previous publisher may have positioned events and died before publishing them.
+      // The previous publisher may have positioned events and died before publishing them. They
+      // go out before anything this process positions: wakes that came meanwhile wait for it.
       await this.publish(await this.session.query<PositionedRow>(RECENTLY_POSITIONED, [TAKEOVER_REPUBLISH_SECONDS]));
+      this.publishing = this.leading;
       this.runs.request();
     } catch (error) {
       this.waitingPid = undefined;
@@ -290,6 +298,7 @@ export class EventRelay {
   private async stepDown(): Promise<void> {
     const wasLeading = this.leading;
     this.leading = false;
+    this.publishing = false;
     this.lastPositioned = undefined;
     if (wasLeading) await this.deps.consumers.stop();
     this.unsubscribeWake?.();

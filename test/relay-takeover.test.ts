@@ -1,0 +1,89 @@
+// The relay that takes the publisher's role over republishes what its predecessor positioned
+// and may have died before publishing, and only then positions anything itself. Subscribers
+// drop an event at or below the position they hold, so a newer event published first (a post
+// that woke the new publisher the moment it took over) would hide the older ones for good.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { sql } from "drizzle-orm";
+import { afterEach, expect, it } from "vitest";
+import { openDatabase, type DatabaseHandle } from "../db/client.ts";
+import { systemClock } from "../server/clock.ts";
+import { createLogger } from "../server/logger.ts";
+import { InProcessEventBus, type Listener } from "../server/events/bus.ts";
+import { EventRelay } from "../server/events/relay.ts";
+import { createDatabase } from "./helpers/server.ts";
+import { until } from "./helpers/wait.ts";
+
+const STREAM = "channel:takeover";
+const cleanups: (() => Promise<void>)[] = [];
+
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+async function freshDatabase(): Promise<DatabaseHandle> {
+  const adminUrl = process.env.DATABASE_URL;
+  if (adminUrl) {
+    const database = await createDatabase(adminUrl);
+    cleanups.push(() => database.drop());
+    const handle = await openDatabase({ databaseUrl: database.url, dataDir: "" });
+    cleanups.push(() => handle.close());
+    return handle;
+  }
+  const dataDir = mkdtempSync(path.join(tmpdir(), "relay-takeover-"));
+  cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
+  const handle = await openDatabase({ databaseUrl: undefined, dataDir });
+  cleanups.push(() => handle.close());
+  return handle;
+}
+
+/** An in-process bus that records what is published on STREAM, and wakes the relay as it subscribes. */
+class RecordingBus extends InProcessEventBus {
+  readonly published: number[] = [];
+
+  override async publish(topic: string, message: unknown): Promise<void> {
+    if (topic === STREAM) this.published.push(Number((message as { event: { id: string } }).event.id));
+    await super.publish(topic, message);
+  }
+
+  override async subscribe(topic: string, listener: Listener): Promise<() => void> {
+    const unsubscribe = await super.subscribe(topic, listener);
+    // A post on another process wakes the new publisher right as it starts listening.
+    if (topic === "relay") listener({});
+    return unsubscribe;
+  }
+}
+
+it("publishes the predecessor's positioned events before any it positions, when woken as it takes over", async () => {
+  const handle = await freshDatabase();
+  const payload = (n: number) => JSON.stringify({ type: "test.event", scope: {}, data: { n } });
+  // Three events a publisher positioned and died before publishing, then one nobody positioned.
+  for (const n of [1, 2, 3]) {
+    await handle.db.execute(
+      sql`insert into stream_events (stream, payload, position, published_at)
+          values (${STREAM}, ${payload(n)}::jsonb, nextval('stream_positions'), now())`,
+    );
+  }
+  await handle.db.execute(sql`insert into stream_events (stream, payload) values (${STREAM}, ${payload(4)}::jsonb)`);
+
+  const bus = new RecordingBus();
+  const relay = new EventRelay({
+    database: handle,
+    events: bus,
+    clock: systemClock,
+    logger: createLogger("silent"),
+    // Starting the consumers takes a moment (the kit reads its cursors), as it does in the server.
+    consumers: {
+      start: () => new Promise((resolve) => setTimeout(resolve, 50)),
+      positioned: () => {},
+      flush: async () => {},
+      stop: async () => {},
+    },
+  });
+  cleanups.push(() => relay.close());
+  relay.start();
+
+  await until(() => (bus.published.length >= 4 ? true : undefined), "four events published");
+  expect(bus.published).toEqual([...bus.published].sort((a, b) => a - b));
+});
