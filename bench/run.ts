@@ -1,8 +1,8 @@
-// `npm run bench [-- requests|fanout|fanout-baseline|idle|push|translation|webhooks|outbound|features ...]`: load scenarios against the
+// `npm run bench [-- requests|fanout|fanout-baseline|idle|push|translation|webhooks|outbound|features|lifecycle ...]`: load scenarios against the
 // real server, started as its own process for each section (PGlite, or PostgreSQL/Redis when
 // DATABASE_URL/REDIS_URL are set). Every loop is bounded in time and count, and only talks to
 // 127.0.0.1. Prints a table per section, then everything as one line of JSON. With no argument,
-// all of them run but fanout-baseline (about 15 minutes) and features (only when named).
+// all of them run but fanout-baseline (about 15 minutes), features and lifecycle (only when named).
 //
 //   requests  request/response throughput and latency of the main paths (BENCH_SECONDS each)
 //   fanout    N receivers on one channel over WebSocket, senders over REST (BENCH_FANOUT=10,100,1000);
@@ -33,10 +33,16 @@
 //             BENCH_RUNS (3) pairs, each on a fresh server and database; medians, ratio (target ≤ 1.15)
 //             and the counts that show the features happened; needs DATABASE_URL and REDIS_URL.
 //             Knobs in bench/features.ts.
+//   lifecycle  a channel with BENCH_LIFECYCLE_RECEIVERS (100) live subscribers: closed-loop posts alone
+//             against a mix of 70% posts, 15% edits, 10% reactions, 5% deletes from 4 senders, alternating
+//             BENCH_RUNS (3) runs each: ops/s, p99s, delivery, ratio (target ≥ 0.9); 60 racing reaction
+//             PUTs at one message (expect 50 × 200, 10 × 422); history page latency with reactions on 20%
+//             against without (target ≤ 1.2). Knobs in bench/lifecycle.ts.
 import { cpus, totalmem } from "node:os";
 import { runFanout, runIdle } from "./fanout.ts";
 import { runFanoutBaseline } from "./fanout-baseline.ts";
 import { runFeatures } from "./features.ts";
+import { runLifecycle, TARGET_HISTORY_RATIO, TARGET_MIXED_SHARE } from "./lifecycle.ts";
 import { runOutbound } from "./outbound.ts";
 import { runPush } from "./push.ts";
 import { runRequestRows } from "./requests.ts";
@@ -53,10 +59,11 @@ const SECTIONS = [
   "webhooks",
   "outbound",
   "features",
+  "lifecycle",
 ] as const;
 type Section = (typeof SECTIONS)[number];
 /** Sections that run only when named. */
-const ON_REQUEST: readonly Section[] = ["fanout-baseline", "features"];
+const ON_REQUEST: readonly Section[] = ["fanout-baseline", "features", "lifecycle"];
 
 const asked = process.argv.slice(2).filter((arg) => arg !== "--");
 const unknown = asked.filter((arg) => !(SECTIONS as readonly string[]).includes(arg));
@@ -322,6 +329,73 @@ if (selected.has("features")) {
     },
   ]);
   result.features = features;
+}
+if (selected.has("lifecycle")) {
+  const lifecycle = await runLifecycle(log);
+  const dash = (value: number | string | null) => value ?? "-";
+  const verdict = (met: boolean | null, why?: string) =>
+    met === null ? `not judged (${why})` : met ? "met" : "missed";
+  const mixed = lifecycle.summary.find((row) => row.load === "mixed");
+  console.table(
+    lifecycle.summary.map((row) => ({
+      load: row.load,
+      "ops/s": dash(row.ops_per_s),
+      "post p99 ms": dash(row.post_p99_ms),
+      "delivery p99 ms": dash(row.delivery_p99_ms),
+      delivered: row.delivered_pct === null ? "-" : `${row.delivered_pct}%`,
+      "ratio vs posts alone": dash(row.ratio_vs_posts),
+      "op p99 ms": dash(row.op_p99_ms),
+      runs: row.runs,
+      errors: row.errors,
+    })),
+  );
+  console.table(
+    lifecycle.kinds.map((row) => ({
+      load: row.load,
+      kind: row.kind,
+      "ok/attempted": `${row.ok}/${row.attempted}`,
+      "p50 ms": dash(row.p50_ms),
+      "p99 ms": dash(row.p99_ms),
+      "top error": dash(row.top_error),
+    })),
+  );
+  console.log(
+    `target: mixed ≥ ${TARGET_MIXED_SHARE * 100}% of posts alone: ` +
+      `${mixed?.ratio_vs_posts == null ? "-" : `${Math.round(mixed.ratio_vs_posts * 1000) / 10}%`} ` +
+      `(each pair: ${lifecycle.pair_ratios.map(dash).join(", ")}) → ` +
+      verdict(lifecycle.targets.mixed_at_least_90pct, lifecycle.targets.not_judged.mixed),
+  );
+  const { race, history } = lifecycle;
+  console.table([
+    {
+      "60 racing PUTs of distinct emoji on one message": `${race.puts} PUTs`,
+      "got 200": race.ok_200,
+      "got 422": race.unprocessable_422,
+      "422 with errors.emoji": race.well_formed_422,
+      other: Object.keys(race.other).length > 0 ? JSON.stringify(race.other) : "-",
+      "stored reactions": dash(race.stored_reactions),
+      "expect 50 × 200, 10 × 422": race.pass ? "met" : "missed",
+      ...(race.error && { error: race.error }),
+    },
+  ]);
+  console.table([
+    {
+      "history page (limit 50)": `${history.messages_per_channel} messages per channel`,
+      requests: history.requests,
+      "plain median ms": dash(history.plain_median_ms),
+      "reactions median ms": dash(history.with_reactions_median_ms),
+      "plain p90 ms": dash(history.plain_p90_ms),
+      "reactions p90 ms": dash(history.with_reactions_p90_ms),
+      "reactions placed": `${history.reactions_placed}/${history.reactions_attempted}`,
+      "reacted in page": dash(history.reacted_in_page),
+      ratio: dash(history.ratio),
+      [`target ≤ ${TARGET_HISTORY_RATIO}`]: verdict(
+        lifecycle.targets.history_within_1_2,
+        lifecycle.targets.not_judged.history,
+      ),
+    },
+  ]);
+  result.lifecycle = lifecycle;
 }
 result.total_seconds = Math.round((performance.now() - started) / 1000);
 console.log(JSON.stringify(result));

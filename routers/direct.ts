@@ -14,7 +14,7 @@ import { conversationEvents } from "../server/services/messaging/live.ts";
 import { authedProcedure, router } from "../server/trpc.ts";
 import { emailInput, userIdInput } from "./inputs.ts";
 import { resumable } from "./live.ts";
-import { contentOrAttachments, messageBody, messagePageOutput, pageInput } from "./messages.ts";
+import { contentOrAttachments, messageBody, messagePageOutput, pageInput, postAnswer } from "./messages.ts";
 
 const tags = ["Direct chat"];
 const conversationPath = z.object({ conversation_id: z.string() });
@@ -98,12 +98,16 @@ export const directRouter = router({
     })
     .input(conversationPath.extend(messageBody).superRefine(contentOrAttachments))
     .output(dataOf(messageRecord))
-    .mutation(async ({ ctx, input }) => ({
-      data: await postDirectMessage(ctx.deps, ctx.auth.user, input.conversation_id, {
-        content: input.content,
-        attachmentIds: input.attachment_ids,
-      }),
-    })),
+    .mutation(async ({ ctx, input }) =>
+      postAnswer(
+        ctx,
+        await postDirectMessage(ctx.deps, ctx.auth.user, input.conversation_id, {
+          content: input.content,
+          attachmentIds: input.attachment_ids,
+          clientMessageId: input.client_message_id,
+        }),
+      ),
+    ),
 
   /** Live: the conversation's events. */
   onConversation: authedProcedure

@@ -11,6 +11,7 @@ import { workspacesRouter } from "./workspaces.ts";
 import { emailVerificationRouter } from "./email-verification.ts";
 import { eventsRouter } from "./events.ts";
 import { meRouter } from "./me.ts";
+import { channelMessageRouter, directMessageRouter, roomMessageRouter } from "./message-actions.ts";
 import { messagesRouter } from "./messages.ts";
 import { otpRouter } from "./otp.ts";
 import { outboundWebhooksRouter } from "./outbound-webhooks.ts";
@@ -35,10 +36,13 @@ export const appRouter = router({
   members: membersRouter,
   invites: invitesRouter,
   messages: messagesRouter,
+  channelMessage: channelMessageRouter,
   direct: directRouter,
+  directMessage: directMessageRouter,
   webhooks: webhooksRouter,
   outboundWebhooks: outboundWebhooksRouter,
   rooms: roomsRouter,
+  roomMessage: roomMessageRouter,
 });
 
 export type AppRouter = typeof appRouter;

@@ -3,7 +3,7 @@ import { z } from "zod";
 import { MESSAGE_TYPES } from "../db/schema/index.ts";
 import { idPattern } from "../server/ids.ts";
 import { dataOf } from "../server/records/common.ts";
-import { messageRecord } from "../server/records/message.ts";
+import { messageRecord, type MessageRecord } from "../server/records/message.ts";
 import { listChannelMessages, postChannelMessage } from "../server/services/messaging/channel-messages.ts";
 import { channelEvents, startTyping } from "../server/services/messaging/live.ts";
 import { authedProcedure, router } from "../server/trpc.ts";
@@ -42,7 +42,24 @@ export function contentOrAttachments(
 export const messageBody = {
   content: z.string().max(40_000).optional(),
   attachment_ids: z.array(z.string()).max(10).optional(),
+  client_message_id: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,64}$/, "The :attribute field must be 1 to 64 letters, digits, - or _.")
+    .nullable()
+    .optional()
+    .describe(
+      "your own id for the message: a repeat by you in the same place posts nothing and answers 200 with the first message",
+    ),
 };
+
+/** The answer to a post: 201 with the new message, or 200 with the first one when it repeats a client_message_id. */
+export function postAnswer(
+  ctx: { response: { status?: number } },
+  posted: { record: MessageRecord; created: boolean },
+): { data: MessageRecord } {
+  if (!posted.created) ctx.response.status = 200;
+  return { data: posted.record };
+}
 
 export const messagesRouter = router({
   list: authedProcedure
@@ -90,20 +107,24 @@ export const messagesRouter = router({
         .superRefine(contentOrAttachments),
     )
     .output(dataOf(messageRecord))
-    .mutation(async ({ ctx, input }) => ({
-      data: await postChannelMessage(
-        ctx.deps,
-        ctx.auth.user,
-        { workspaceId: input.workspace_id, channelId: input.channel_id },
-        {
-          content: input.content,
-          attachmentIds: input.attachment_ids,
-          parentMessageId: input.parent_message_id,
-          type: input.type,
-          skipTranslation: input.skip_translation,
-        },
+    .mutation(async ({ ctx, input }) =>
+      postAnswer(
+        ctx,
+        await postChannelMessage(
+          ctx.deps,
+          ctx.auth.user,
+          { workspaceId: input.workspace_id, channelId: input.channel_id },
+          {
+            content: input.content,
+            attachmentIds: input.attachment_ids,
+            parentMessageId: input.parent_message_id,
+            type: input.type,
+            skipTranslation: input.skip_translation,
+            clientMessageId: input.client_message_id,
+          },
+        ),
       ),
-    })),
+    ),
 
   /** Live: message events of one channel, until the caller loses access to it. */
   // The resolver checks access before returning the stream, so a refusal is a typed error

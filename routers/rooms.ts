@@ -10,7 +10,7 @@ import { createRoom, extendRoom, getRoom, joinRoom, MAX_EXTENSION_HOURS } from "
 import { authedProcedure, router } from "../server/trpc.ts";
 import { booleanInput, nameInput } from "./inputs.ts";
 import { resumable } from "./live.ts";
-import { contentOrAttachments, messageBody, messagePageOutput, pageInput } from "./messages.ts";
+import { contentOrAttachments, messageBody, messagePageOutput, pageInput, postAnswer } from "./messages.ts";
 
 const tags = ["Temporary rooms"];
 const roomPath = z.object({ room_id: z.string().max(255) });
@@ -95,13 +95,17 @@ export const roomsRouter = router({
         .superRefine(contentOrAttachments),
     )
     .output(dataOf(messageRecord))
-    .mutation(async ({ ctx, input }) => ({
-      data: await postRoomMessage(ctx.deps, ctx.auth.user, input.room_id, {
-        content: input.content,
-        attachmentIds: input.attachment_ids,
-        skipTranslation: input.skip_translation,
-      }),
-    })),
+    .mutation(async ({ ctx, input }) =>
+      postAnswer(
+        ctx,
+        await postRoomMessage(ctx.deps, ctx.auth.user, input.room_id, {
+          content: input.content,
+          attachmentIds: input.attachment_ids,
+          skipTranslation: input.skip_translation,
+          clientMessageId: input.client_message_id,
+        }),
+      ),
+    ),
 
   /** Live: the room's messages, translations and its room.expiring / room.expired events; ends with room.expired. */
   onRoom: authedProcedure

@@ -41,6 +41,12 @@ function messageEntry(workspaceId: string, channelId: string, content: string): 
     attachments: [],
     skip_translation: false,
     translation: null,
+    client_message_id: null,
+    mentioned_user_ids: [],
+    mentions_channel: false,
+    reactions: [],
+    edited_at: null,
+    deleted_at: null,
     created_at: now,
     updated_at: now,
   };

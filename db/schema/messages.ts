@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { bigint, boolean, index, integer, pgTable, text, uniqueIndex } from "drizzle-orm/pg-core";
+import { bigint, boolean, index, integer, jsonb, pgTable, text, uniqueIndex } from "drizzle-orm/pg-core";
 import { timestamps, timestamptz } from "./columns.ts";
 import { users, type Language } from "./users.ts";
 import { rooms } from "./rooms.ts";
@@ -7,6 +7,9 @@ import { channels, workspaces } from "./workspaces.ts";
 
 export const MESSAGE_TYPES = ["text", "notice", "system"] as const;
 export type MessageType = (typeof MESSAGE_TYPES)[number];
+
+/** One emoji of a message's reactions: how many people reacted with it. */
+export type ReactionSummary = { emoji: string; count: number };
 
 /** One-to-one conversations; the pair is stored ordered (user_a_id < user_b_id) so it is unique. */
 export const conversations = pgTable(
@@ -55,9 +58,38 @@ export const messages = pgTable(
      * detects it (docs/translation.md).
      */
     language: text("language").$type<Language>(),
+    /** The client's own name for its message: a repeat by the same author in the same place posts nothing. */
+    clientMessageId: text("client_message_id"),
+    /** Users `<@id>` mentions who can read the message, in order, once each (evaluated when posted or edited). */
+    mentionedUserIds: integer("mentioned_user_ids")
+      .array()
+      .notNull()
+      .default(sql`'{}'::integer[]`),
+    /** `<!channel>` or `<!here>`: every member of the place is mentioned. */
+    mentionsChannel: boolean("mentions_channel").notNull().default(false),
+    /**
+     * `[{emoji, count}]` in the order each emoji was first used, kept with the message so that
+     * a history page reads it without a query per message, and so that the 50-emoji limit is
+     * checked on the row every reaction locks. Who reacted is in message_reactions.
+     */
+    reactions: jsonb("reactions")
+      .$type<ReactionSummary[]>()
+      .notNull()
+      .default(sql`'[]'::jsonb`),
+    editedAt: timestamptz("edited_at"),
+    /** Set on a tombstone: a deleted thread parent kept while it has replies. */
+    deletedAt: timestamptz("deleted_at"),
     ...timestamps,
   },
   (table) => [
+    // Posting exactly once: one live message per author, place and client_message_id.
+    uniqueIndex("messages_client_message_id_idx")
+      .on(
+        table.authorUserId,
+        sql`coalesce(${table.channelId}, ${table.conversationId}, ${table.roomId})`,
+        table.clientMessageId,
+      )
+      .where(sql`${table.clientMessageId} is not null and ${table.deletedAt} is null`),
     // Channel history (top-level messages, newest first) and threads.
     index("messages_channel_id_id_idx")
       .on(table.channelId, table.id)
@@ -65,6 +97,25 @@ export const messages = pgTable(
     index("messages_parent_message_id_id_idx").on(table.parentMessageId, table.id),
     index("messages_conversation_id_id_idx").on(table.conversationId, table.id),
     index("messages_room_id_id_idx").on(table.roomId, table.id),
+  ],
+);
+
+/** Who reacted with what, in the order they reacted; the per-emoji counts are on the message. */
+export const messageReactions = pgTable(
+  "message_reactions",
+  {
+    id: bigint("id", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    messageId: text("message_id")
+      .notNull()
+      .references(() => messages.id, { onDelete: "cascade" }),
+    emoji: text("emoji").notNull(),
+    userId: integer("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    createdAt: timestamptz("created_at").notNull().defaultNow(),
+  },
+  (table) => [
+    uniqueIndex("message_reactions_message_id_emoji_user_id_idx").on(table.messageId, table.emoji, table.userId),
   ],
 );
 

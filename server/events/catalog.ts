@@ -10,6 +10,12 @@ import { userRecord } from "../records/user.ts";
 import { channelRecord, memberRecord } from "../records/workspace.ts";
 
 const channelMembership = z.object({ channel_id: z.string(), user_id: z.number().int() });
+const reactionChange = z.object({
+  message_id: z.string(),
+  emoji: z.string(),
+  user_id: z.number().int(),
+  count: z.number().int(),
+});
 
 /** The `data` of each event type. */
 export const eventData = {
@@ -24,6 +30,24 @@ export const eventData = {
     status: z.enum(["done", "failed"]),
     content: z.string().nullable(),
   }),
+  /** A message was edited: the record in the subscriber's reader view, its reactions without `me`. */
+  "message.updated": z.object({ message: messageRecord }),
+  /**
+   * A message was deleted (a thread parent with replies stays as a tombstone). When a tombstone
+   * goes with its last reply, a second `message.deleted`, after the reply's, names the parent.
+   */
+  "message.deleted": z.object({
+    id: z.string(),
+    parent_message_id: z.string().nullable(),
+    workspace_id: z.string().nullable(),
+    channel_id: z.string().nullable(),
+    conversation_id: z.string().nullable(),
+    room_id: z.string().nullable(),
+  }),
+  /** Someone reacted; `count`: the emoji's count after it. */
+  "reaction.added": reactionChange,
+  /** Someone took a reaction back; `count`: the emoji's count after it (0: it is gone from the message). */
+  "reaction.removed": reactionChange,
   /** Ephemeral: published to subscribers, never stored or replayed. */
   typing: z.object({ user: z.object({ id: z.number().int(), name: z.string() }) }),
   "user.updated": z.object({ user: userRecord }),
@@ -71,6 +95,10 @@ function liveEventOf<T extends EventType>(type: T) {
 /** What subscribers receive, discriminated by `type` (also the AsyncAPI document's event schemas, server/http/asyncapi.ts). */
 export const liveEvent = z.discriminatedUnion("type", [
   liveEventOf("message.created"),
+  liveEventOf("message.updated"),
+  liveEventOf("message.deleted"),
+  liveEventOf("reaction.added"),
+  liveEventOf("reaction.removed"),
   liveEventOf("translation.ready"),
   liveEventOf("typing"),
   liveEventOf("user.updated"),

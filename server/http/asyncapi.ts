@@ -15,6 +15,12 @@ type Json = Record<string, unknown>;
 /** One line on each event type, the message's summary (its payload comes from the zod schema). */
 const EVENT_SUMMARIES: Record<EventType, string> = {
   "message.created": "A message was posted (thread replies included).",
+  "message.updated":
+    "A message was edited: the record in the subscriber's reader view (its translation is pending again), reactions without `me`.",
+  "message.deleted":
+    "A message was deleted (a thread parent with replies stays as a tombstone; when it goes with its last reply, a second event names it).",
+  "reaction.added": "Someone reacted to a message; `count` is the emoji's count after it.",
+  "reaction.removed": "Someone took a reaction back; `count` is the emoji's count after it (0: gone).",
   "translation.ready": "A message's translation into the subscriber's language is stored, or was given up on.",
   typing: "Someone is typing. Ephemeral: never stored or replayed; `id` is the subscription's current position.",
   "user.updated": "The subscriber's own account changed.",
@@ -32,7 +38,14 @@ const EVENT_SUMMARIES: Record<EventType, string> = {
   "room.expired": "The temporary room closed: its messages and files are gone. The last event of the subscription.",
 };
 
-const MESSAGE_EVENTS: EventType[] = ["message.created", "translation.ready"];
+const MESSAGE_EVENTS: EventType[] = [
+  "message.created",
+  "message.updated",
+  "message.deleted",
+  "reaction.added",
+  "reaction.removed",
+  "translation.ready",
+];
 
 /** Each subscription procedure: what it follows and which events it delivers (docs/realtime.md). */
 const SUBSCRIPTIONS: Record<string, { summary: string; events: EventType[] }> = {

@@ -135,7 +135,7 @@ export function createRestHandler(deps: Deps, router: AppRouter) {
       if (!shape.takesNoInput) {
         const fields: Record<string, unknown> = {
           ...(useBody ? await getBody(req) : getQuery(req, url)),
-          ...found.pathInput,
+          ...decodedPathInput(found.pathInput),
         };
         if (!useBody) {
           for (const key of shape.arrayKeys) {
@@ -163,4 +163,20 @@ export function createRestHandler(deps: Deps, router: AppRouter) {
   return async (req: IncomingMessage & { body?: unknown }, res: ServerResponse) => {
     send(res, await answer(req));
   };
+}
+
+/**
+ * Path parameters as the client meant them: percent-decoded (an emoji in a reaction's path).
+ * One that does not decode stays as it came, and the procedure's input check answers it.
+ */
+function decodedPathInput(pathInput: Record<string, string>): Record<string, string> {
+  const decoded: Record<string, string> = {};
+  for (const [key, value] of Object.entries(pathInput)) {
+    try {
+      decoded[key] = decodeURIComponent(value);
+    } catch {
+      decoded[key] = value;
+    }
+  }
+  return decoded;
 }

@@ -222,8 +222,7 @@ export class JobOutbox {
       const run = ++this.runsStarted;
       const { claimed, failed } = await this.runOnce();
       // The queue is away: try again shortly, unless another run has started meanwhile.
-      if (failed)
-        setTimeout(() => run === this.runsStarted && this.wake(), HANDOVER_TIMEOUT_MS).unref();
+      if (failed) setTimeout(() => run === this.runsStarted && this.wake(), HANDOVER_TIMEOUT_MS).unref();
       else if (claimed < BATCH_SIZE) await this.scheduleNextDue();
       return !failed && claimed === BATCH_SIZE;
     } catch (error) {
@@ -306,10 +305,13 @@ export class JobOutbox {
     const delay = Math.max(0, at - this.deps.clock.now().getTime()) + 5;
     this.dueTimer = {
       at,
-      timer: setTimeout(() => {
-        this.dueTimer = undefined;
-        this.wake();
-      }, Math.min(delay, POLL_MS)).unref(),
+      timer: setTimeout(
+        () => {
+          this.dueTimer = undefined;
+          this.wake();
+        },
+        Math.min(delay, POLL_MS),
+      ).unref(),
     };
   }
 

@@ -4,7 +4,14 @@
 // event log decides a whole batch in one statement. The rules are those of places.ts.
 import { and, eq, or, sql } from "drizzle-orm";
 import type { Executor } from "../../db/client.ts";
-import { channelMembers, channels, conversations, roomMembers, users, workspaceMembers } from "../../db/schema/index.ts";
+import {
+  channelMembers,
+  channels,
+  conversations,
+  roomMembers,
+  users,
+  workspaceMembers,
+} from "../../db/schema/index.ts";
 import type { MessageTarget } from "./places.ts";
 
 /** A subquery of the members' user ids, for `inArray(column, placeMemberIds(…))`. */

@@ -79,6 +79,51 @@ export function postingRight(author: { userId: number } | { botOf: "channel" }, 
     for share`;
 }
 
+/**
+ * SQL selecting a row when the user may read `place` now: the rule of `requireReadable`, for a
+ * statement that acts on a message there (an edit, a delete, a reaction) and must answer 404
+ * to whoever may not read it.
+ */
+export function readingRight(userId: number, place: MessageTarget, now: Date): SQL {
+  if (place.kind === "room") {
+    return sql`select 1 from ${rooms}
+      join ${roomMembers} on ${roomMembers.roomId} = ${rooms.id} and ${roomMembers.userId} = ${userId}
+      where ${rooms.id} = ${place.roomId} and ${rooms.expiresAt} > ${now.toISOString()}::timestamptz`;
+  }
+  if (place.kind === "conversation") {
+    return sql`select 1 from ${conversations} where ${conversations.id} = ${place.conversationId}
+      and (${conversations.userAId} = ${userId} or ${conversations.userBId} = ${userId})`;
+  }
+  return sql`select 1 from ${channels}
+    join ${workspaceMembers} on ${workspaceMembers.workspaceId} = ${channels.workspaceId} and ${workspaceMembers.userId} = ${userId}
+    where ${channels.id} = ${place.channelId} and ${channels.workspaceId} = ${place.workspaceId}
+      and (${channels.visibility} = 'public' or exists (select 1 from ${channelMembers}
+        where ${channelMembers.channelId} = ${channels.id} and ${channelMembers.userId} = ${userId}))`;
+}
+
+/**
+ * SQL selecting a row when the user moderates `place`: may delete anyone's message there. A
+ * channel's workspace owners and admins; a room's owner; nobody in a conversation.
+ */
+export function moderatingRight(userId: number, place: MessageTarget): SQL {
+  if (place.kind === "room") {
+    return sql`select 1 from ${rooms} where ${rooms.id} = ${place.roomId} and ${rooms.ownerId} = ${userId}`;
+  }
+  if (place.kind === "conversation") return sql`select 1 where false`;
+  return sql`select 1 from ${workspaceMembers} where ${workspaceMembers.workspaceId} = ${place.workspaceId}
+    and ${workspaceMembers.userId} = ${userId} and ${workspaceMembers.role} in ('owner', 'admin')`;
+}
+
+/** SQL: the message row `m` is in `place` (a thread reply is in its channel). */
+export function inPlace(m: string, place: MessageTarget): SQL {
+  const column = (name: string) => sql.raw(`${m}.${name}`);
+  if (place.kind === "room") return sql`${column("room_id")} = ${place.roomId}`;
+  if (place.kind === "conversation") return sql`${column("conversation_id")} = ${place.conversationId}`;
+  return sql`${column("channel_id")} = ${place.channelId} and ${column("workspace_id")} = ${place.workspaceId}`;
+}
+
+export const MESSAGE_NOT_FOUND = "Message not found.";
+
 /** Where a stored message was posted. */
 export function messageTargetOf(
   message: Pick<Message, "workspaceId" | "channelId" | "conversationId" | "roomId">,

@@ -32,15 +32,16 @@ export async function postChannelMessage(
     parentMessageId?: string | null | undefined;
     type?: MessageType | null | undefined;
     skipTranslation?: boolean | null | undefined;
+    clientMessageId?: string | null | undefined;
   },
 ) {
   if (input.type === "system") throw invalidField("type", "The system type is reserved for the server.");
-  const record = await postMessage(deps, {
+  const posted = await postMessage(deps, {
     author: { type: "user", user },
     target: { kind: "channel", workspaceId: path.workspaceId, channelId: path.channelId },
     ...input,
   });
-  if (record) return record;
+  if (posted) return posted;
   // Not posted: say why, 404 for a workspace or channel the user cannot see, else 403.
   throw await postRefusal(deps, user.id, { kind: "channel", ...path });
 }

@@ -123,13 +123,17 @@ export async function postDirectMessage(
   deps: Deps,
   user: User,
   conversationId: string,
-  input: { content?: string | undefined; attachmentIds?: string[] | undefined },
+  input: {
+    content?: string | undefined;
+    attachmentIds?: string[] | undefined;
+    clientMessageId?: string | null | undefined;
+  },
 ) {
-  const record = await postMessage(deps, {
+  const posted = await postMessage(deps, {
     author: { type: "user", user },
     target: { kind: "conversation", conversationId },
     ...input,
   });
-  if (!record) throw await postRefusal(deps, user.id, { kind: "conversation", conversationId });
-  return record;
+  if (!posted) throw await postRefusal(deps, user.id, { kind: "conversation", conversationId });
+  return posted;
 }

@@ -2,8 +2,8 @@
 // time-ordered), `next_cursor` the id to pass next, or null at the beginning. Each message
 // carries its translation for the reader (translation/readers.ts); one owed to them that
 // nobody asked for yet is asked for now (a pending row and a job).
-import { and, desc, eq, inArray, isNull, lt, type SQL } from "drizzle-orm";
-import { attachments, messages, users, type Attachment } from "../../../db/schema/index.ts";
+import { and, desc, eq, inArray, isNull, lt, sql, type SQL } from "drizzle-orm";
+import { attachments, messageReactions, messages, users, type Attachment } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
 import { toMessageRecord, type MessageRecord } from "../../records/message.ts";
 import { requestTranslations, storedTranslations } from "../translation/jobs.ts";
@@ -25,7 +25,14 @@ export async function messagePage(
   const translating = translationEnabled(deps.config);
   const language = translating ? readerLanguage(db, reader.userId, reader.workspaceId) : undefined;
   const rows = await db
-    .select({ message: messages, author: { id: users.id, name: users.name, avatarUrl: users.avatarUrl } })
+    .select({
+      message: messages,
+      author: { id: users.id, name: users.name, avatarUrl: users.avatarUrl },
+      // The reader's own reactions (each reaction's `me`), in the page's one query.
+      mine: sql<string[] | null>`case when ${messages.reactions} <> '[]'::jsonb then
+        (select array_agg(${messageReactions.emoji}) from ${messageReactions}
+          where ${messageReactions.messageId} = ${messages.id} and ${messageReactions.userId} = ${reader.userId}) end`,
+    })
     .from(messages)
     .leftJoin(users, eq(users.id, messages.authorUserId))
     .where(page.before ? and(scope, lt(messages.id, page.before)) : scope)
@@ -68,6 +75,7 @@ export async function messagePage(
         filesByMessage.get(row.message.id) ?? [],
         deps.config.appUrl,
         readIn ? translationView(true, row.message, readIn, stored.get(row.message.id)) : null,
+        row.mine ?? [],
       ),
     ),
     meta: { next_cursor: rows.length > limit ? pageRows.at(-1)!.message.id : null },

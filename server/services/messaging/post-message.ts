@@ -24,9 +24,11 @@ import type { Deps } from "../../deps.ts";
 import { invalidField } from "../../errors.ts";
 import { eventPayload, type EventEntry } from "../../events/streams.ts";
 import { newId } from "../../ids.ts";
+import { placeMemberIds } from "../../policy/audiences.ts";
 import { messageStream, postingRight, type MessageTarget } from "../../policy/places.ts";
 import { toMessageRecord, type MessageRecord } from "../../records/message.ts";
 import { readerLanguageOf, translationEnabled, translationView } from "../translation/readers.ts";
+import { messagePage } from "./history.ts";
 
 export { messageStream, messageTargetOf, type MessageTarget } from "../../policy/places.ts";
 
@@ -52,11 +54,21 @@ export type PostMessageInput = {
   parentMessageId?: string | null | undefined;
   type?: MessageType | null | undefined;
   skipTranslation?: boolean | null | undefined;
+  /** The client's id for the message: a repeat by the same author in the same place posts nothing. */
+  clientMessageId?: string | null | undefined;
   alsoWrite?: ((record: MessageRecord) => AlsoWrite) | undefined;
 };
 
-/** What became of a post: written, not allowed (the caller knows whether that is 404 or 403), or stopped by the caller's guard. */
-export type PostOutcome = { kind: "posted"; record: MessageRecord } | { kind: "not_allowed" } | { kind: "guarded" };
+/**
+ * What became of a post: written; a repeat of the author's `client_message_id` there (nothing
+ * written, the first message); not allowed (the caller knows whether that is 404 or 403); or
+ * stopped by the caller's guard.
+ */
+export type PostOutcome =
+  | { kind: "posted"; record: MessageRecord }
+  | { kind: "repeated"; record: MessageRecord }
+  | { kind: "not_allowed" }
+  | { kind: "guarded" };
 
 /** Renders the statement's SQL text and parameters (the text is the same for every post of one shape). */
 const dialect = new PgDialect();
@@ -68,17 +80,43 @@ type PostRow = {
   guarded: number | null;
   inserted: boolean;
   language: Language | null;
+  mentioned_user_ids: number[] | null;
 };
+
+/** `<@USER_ID>` mentions, in order, once each, and whether `<!channel>` or `<!here>` is there. */
+export function parseMentions(content: string): { userIds: number[]; channel: boolean } {
+  const userIds: number[] = [];
+  for (const [, id] of content.matchAll(/<@(\d{1,10})>/g)) {
+    const userId = Number(id);
+    if (userId <= 2_147_483_647 && !userIds.includes(userId)) userIds.push(userId);
+  }
+  return { userIds, channel: /<!(?:channel|here)>/.test(content) };
+}
+
+/**
+ * SQL selecting the mentioned users who are members of the place (and so read it), as an
+ * integer array in the order mentioned: the contract's Mentions rule, for a post and an edit.
+ */
+export function mentionedMembers(db: Database, target: MessageTarget, userIds: number[]): SQL {
+  if (userIds.length === 0) return sql`'{}'::integer[]`;
+  return sql`(select coalesce(array_agg(c.id order by c.ord), '{}'::integer[])
+    from unnest(${arrayParam(userIds)}::integer[]) with ordinality c(id, ord)
+    where c.id in (${placeMemberIds(db, target)}))`;
+}
 
 /**
  * Writes the message and its event in one statement. Returns null, writing nothing, when a
  * user author may not post to the target, or a bot's channel is not one of its workspace: the
  * caller knows which error to give. A bad parent or attachment is 422 (after the right to post).
  */
-export async function postMessage(deps: Deps, input: PostMessageInput): Promise<MessageRecord | null> {
+export async function postMessage(
+  deps: Deps,
+  input: PostMessageInput,
+): Promise<{ record: MessageRecord; created: boolean } | null> {
   const outcome = await postMessageOutcome(deps, input);
   if (outcome.kind === "guarded") throw new Error("postMessage: a guard without postMessageOutcome");
-  return outcome.kind === "posted" ? outcome.record : null;
+  if (outcome.kind === "not_allowed") return null;
+  return { record: outcome.record, created: outcome.kind === "posted" };
 }
 
 export async function postMessageOutcome(deps: Deps, input: PostMessageInput): Promise<PostOutcome> {
@@ -102,9 +140,18 @@ export async function postMessageOutcome(deps: Deps, input: PostMessageInput): P
     skipTranslation: input.skipTranslation ?? false,
     // The statement sets it for a user author: their member language there, else their own.
     language: null,
+    clientMessageId: input.clientMessageId ?? null,
+    // The statement keeps those of them who can read the message.
+    mentionedUserIds: [],
+    mentionsChannel: false,
+    reactions: [],
+    editedAt: null,
+    deletedAt: null,
     createdAt: now,
     updatedAt: now,
   };
+  const mentions = parseMentions(message.content);
+  message.mentionsChannel = mentions.channel;
   if (message.parentMessageId && target.kind !== "channel")
     throw invalidField("parent_message_id", "Threads exist in channels only.");
 
@@ -120,6 +167,7 @@ export async function postMessageOutcome(deps: Deps, input: PostMessageInput): P
     message,
     rightToPost: postingRight(authorUser ? { userId: authorUser.id } : { botOf: "channel" }, target, now),
     authorLanguage: authorUser?.preferredLanguage ?? null,
+    mentioned: mentionedMembers(deps.db, target, mentions.userIds),
     attachmentIds,
     event: { ...event, sourceLanguage: null },
     also,
@@ -127,6 +175,11 @@ export async function postMessageOutcome(deps: Deps, input: PostMessageInput): P
   const query = dialect.sqlToQuery(statement);
   const [row] = await runPrepared<PostRow>(deps.db, query.sql, query.params);
   if (!row || row.allowed === 0) return { kind: "not_allowed" };
+  if (!row.inserted && message.clientMessageId !== null && authorUser) {
+    // A repeat (also one that lost a race, or whose files the first post claimed): one read, on this path only.
+    const first = await repeatedMessage(deps, authorUser.id, target, message.clientMessageId);
+    if (first) return { kind: "repeated", record: first };
+  }
   if (row.parent_found === 0)
     throw invalidField("parent_message_id", "The parent message must be a top-level message of this channel.");
   if (attachmentIds.length > 0 && !row.inserted) throw attachmentError(attachmentIds, row.claimable ?? []);
@@ -135,12 +188,45 @@ export async function postMessageOutcome(deps: Deps, input: PostMessageInput): P
   deps.relay.wake();
 
   message.language = authorUser ? readerLanguageOf(authorUser, row.language) : null;
+  message.mentionedUserIds = row.mentioned_user_ids ?? [];
   // The author reads it in the language they wrote it in; a bot's post has no reader yet.
   const view =
     message.language === null
       ? null
       : translationView(translationEnabled(deps.config), message, message.language, undefined);
-  return { kind: "posted", record: { ...record, translation: view } };
+  return {
+    kind: "posted",
+    record: { ...record, mentioned_user_ids: message.mentionedUserIds, translation: view },
+  };
+}
+
+/** The author's live message with this client_message_id in the place, as they read it, if any. */
+async function repeatedMessage(
+  deps: Deps,
+  authorId: number,
+  target: MessageTarget,
+  clientMessageId: string,
+): Promise<MessageRecord | undefined> {
+  const place = messageTargetColumn(target);
+  const page = await messagePage(
+    deps,
+    { userId: authorId, workspaceId: target.kind === "channel" ? target.workspaceId : null },
+    and(
+      eq(messages.authorUserId, authorId),
+      eq(place.column, place.id),
+      eq(messages.clientMessageId, clientMessageId),
+      isNull(messages.deletedAt),
+    )!,
+    { limit: 1 },
+  );
+  return page.data[0];
+}
+
+/** The column that names a message's place, and its value for the target. */
+function messageTargetColumn(target: MessageTarget) {
+  if (target.kind === "channel") return { column: messages.channelId, id: target.channelId };
+  if (target.kind === "conversation") return { column: messages.conversationId, id: target.conversationId };
+  return { column: messages.roomId, id: target.roomId };
 }
 
 /** The poster's staged files, in the order given (only those still theirs and unattached). */
@@ -174,6 +260,7 @@ function postStatement(input: {
   message: Message;
   rightToPost: SQL;
   authorLanguage: Language | null;
+  mentioned: SQL;
   attachmentIds: string[];
   event: EventEntry & { sourceLanguage: null };
   also: AlsoWrite;
@@ -183,8 +270,10 @@ function postStatement(input: {
   const ctes: SQL[] = [sql`allowed as (${input.rightToPost})`];
   const conditions: SQL[] = [];
   if (message.parentMessageId) {
+    // Locked as its reply count's update would lock it: a delete of the parent waits, or this waits for it.
     ctes.push(sql`parent as (select id from ${messages} where id = ${message.parentMessageId}
-      and channel_id = ${message.channelId} and parent_message_id is null)`);
+      and channel_id = ${message.channelId} and parent_message_id is null and deleted_at is null
+      for no key update)`);
     conditions.push(sql`exists (select 1 from parent)`);
   }
   if (attachmentIds.length > 0) {
@@ -202,14 +291,23 @@ function postStatement(input: {
   ctes.push(sql`inserted as (
     insert into ${messages} (id, workspace_id, channel_id, conversation_id, room_id, author_user_id, author_webhook_id,
       author_name, author_avatar_url, content, type, parent_message_id, reply_count, skip_translation, language,
-      created_at, updated_at)
+      client_message_id, mentioned_user_ids, mentions_channel, created_at, updated_at)
     select ${message.id}, ${message.workspaceId}, ${message.channelId}, ${message.conversationId}, ${message.roomId},
       ${message.authorUserId}::integer, ${message.authorWebhookId}, ${message.authorName}, ${message.authorAvatarUrl},
       ${message.content}, ${message.type}, ${message.parentMessageId}, 0, ${message.skipTranslation}::boolean,
       ${message.authorUserId === null ? sql`null::text` : sql`coalesce(a.member_language, ${input.authorLanguage}::text)`},
+      ${message.clientMessageId}::text, ${input.mentioned}, ${message.mentionsChannel}::boolean,
       ${at}::timestamptz, ${at}::timestamptz
     from (select * from allowed limit 1) a where ${checked}
-    returning language)`);
+    ${
+      // A repeat of the author's client_message_id in the place writes nothing; a racing first
+      // post is waited for, and the caller reads it after the statement.
+      message.clientMessageId === null
+        ? sql``
+        : sql`on conflict (author_user_id, coalesce(channel_id, conversation_id, room_id), client_message_id)
+            where client_message_id is not null and deleted_at is null do nothing`
+    }
+    returning language, mentioned_user_ids)`);
   if (message.parentMessageId) {
     ctes.push(sql`counted as (update ${messages} set reply_count = reply_count + 1
       where id = ${message.parentMessageId} and exists (select 1 from inserted))`);
@@ -226,7 +324,8 @@ function postStatement(input: {
   // The event's source language is the message's, known only once the statement has read the membership.
   ctes.push(sql`event as (insert into ${streamEvents} (stream, payload, created_at)
     select ${input.event.stream},
-      jsonb_set(${JSON.stringify(eventPayload(input.event))}::jsonb, '{source_language}', coalesce(to_jsonb(inserted.language), 'null'::jsonb)),
+      jsonb_set(jsonb_set(${JSON.stringify(eventPayload(input.event))}::jsonb, '{source_language}', coalesce(to_jsonb(inserted.language), 'null'::jsonb)),
+        '{data,message,mentioned_user_ids}', to_jsonb(inserted.mentioned_user_ids)),
       ${at}::timestamptz
     from inserted)`);
   return sql`with ${sql.join(ctes, sql`, `)}
@@ -235,5 +334,6 @@ function postStatement(input: {
       ${attachmentIds.length > 0 ? sql`(select array_agg(id) from claimable)` : sql`null::text[]`} as claimable,
       ${also.guard ? sql`(select count(*) from guard)::integer` : sql`null::integer`} as guarded,
       exists (select 1 from inserted) as inserted,
-      (select language from inserted) as language`;
+      (select language from inserted) as language,
+      (select mentioned_user_ids from inserted) as mentioned_user_ids`;
 }

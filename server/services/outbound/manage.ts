@@ -94,18 +94,18 @@ export async function createOutboundWebhook(
   const [webhook] = await writeWithEvents(deps, async (tx, emit) => {
     emit(webhooksChanged(workspaceId));
     return tx
-    .insert(outboundWebhooks)
-    .values({
-      id: newId("outboundWebhook", now.getTime()),
-      workspaceId,
-      url: input.url,
-      events: [...new Set(input.events)],
-      isActive: input.is_active ?? true,
-      secretSealed: seal(deps.config.appKey, newSecret()),
-      createdAt: now,
-      updatedAt: now,
-    })
-    .returning();
+      .insert(outboundWebhooks)
+      .values({
+        id: newId("outboundWebhook", now.getTime()),
+        workspaceId,
+        url: input.url,
+        events: [...new Set(input.events)],
+        isActive: input.is_active ?? true,
+        secretSealed: seal(deps.config.appKey, newSecret()),
+        createdAt: now,
+        updatedAt: now,
+      })
+      .returning();
   });
   return recordOf(deps, webhook!);
 }
@@ -122,17 +122,17 @@ export async function updateOutboundWebhook(
   const [webhook] = await writeWithEvents(deps, async (tx, emit) => {
     if (input.is_active !== undefined) emit(webhooksChanged(workspaceId));
     return tx
-    .update(outboundWebhooks)
-    .set({
-      ...(input.url !== undefined && { url: input.url }),
-      ...(input.events !== undefined && { events: [...new Set(input.events)] }),
-      // Switched on or off by a manager: the service's reason and the failing streak start over.
-      ...(input.is_active !== undefined && { isActive: input.is_active, disabledReason: null, failingSince: null }),
-      ...(input.regenerate_secret && { secretSealed: seal(deps.config.appKey, newSecret()) }),
-      updatedAt: deps.clock.now(),
-    })
-    .where(and(eq(outboundWebhooks.id, webhookId), eq(outboundWebhooks.workspaceId, workspaceId)))
-    .returning();
+      .update(outboundWebhooks)
+      .set({
+        ...(input.url !== undefined && { url: input.url }),
+        ...(input.events !== undefined && { events: [...new Set(input.events)] }),
+        // Switched on or off by a manager: the service's reason and the failing streak start over.
+        ...(input.is_active !== undefined && { isActive: input.is_active, disabledReason: null, failingSince: null }),
+        ...(input.regenerate_secret && { secretSealed: seal(deps.config.appKey, newSecret()) }),
+        updatedAt: deps.clock.now(),
+      })
+      .where(and(eq(outboundWebhooks.id, webhookId), eq(outboundWebhooks.workspaceId, workspaceId)))
+      .returning();
   });
   if (!webhook) throw notFound(OUTBOUND_WEBHOOK_NOT_FOUND);
   return recordOf(deps, webhook);

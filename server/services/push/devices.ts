@@ -36,33 +36,33 @@ export async function registerDevice(deps: Deps, userId: number, input: Register
   const [device] = await writeWithEvents(deps, async (tx, emit) => {
     emit({ stream: streams.consumers, type: "push.device_registered", data: { user_id: userId } });
     return tx
-    .insert(pushDevices)
-    .values({
-      id: newId("device", now.getTime()),
-      userId,
-      platform: input.platform,
-      provider: input.provider,
-      tokenHash,
-      tokenSealed: seal(deps.config.appKey, input.pushToken),
-      deviceId: input.deviceId ?? null,
-      deviceName: input.deviceName ?? null,
-      appVersion: input.appVersion ?? null,
-      lastUsedAt: now,
-      createdAt: now,
-    })
-    .onConflictDoUpdate({
-      target: pushDevices.tokenHash,
-      set: {
+      .insert(pushDevices)
+      .values({
+        id: newId("device", now.getTime()),
         userId,
         platform: input.platform,
         provider: input.provider,
-        deviceId: sql`coalesce(excluded.device_id, ${pushDevices.deviceId})`,
-        deviceName: sql`coalesce(excluded.device_name, ${pushDevices.deviceName})`,
-        appVersion: sql`coalesce(excluded.app_version, ${pushDevices.appVersion})`,
+        tokenHash,
+        tokenSealed: seal(deps.config.appKey, input.pushToken),
+        deviceId: input.deviceId ?? null,
+        deviceName: input.deviceName ?? null,
+        appVersion: input.appVersion ?? null,
         lastUsedAt: now,
-      },
-    })
-    .returning();
+        createdAt: now,
+      })
+      .onConflictDoUpdate({
+        target: pushDevices.tokenHash,
+        set: {
+          userId,
+          platform: input.platform,
+          provider: input.provider,
+          deviceId: sql`coalesce(excluded.device_id, ${pushDevices.deviceId})`,
+          deviceName: sql`coalesce(excluded.device_name, ${pushDevices.deviceName})`,
+          appVersion: sql`coalesce(excluded.app_version, ${pushDevices.appVersion})`,
+          lastUsedAt: now,
+        },
+      })
+      .returning();
   });
   return device!;
 }

@@ -30,16 +30,17 @@ export async function postRoomMessage(
     content?: string | undefined;
     attachmentIds?: string[] | undefined;
     skipTranslation?: boolean | null | undefined;
+    clientMessageId?: string | null | undefined;
   },
 ) {
-  const record = await postMessage(deps, {
+  const posted = await postMessage(deps, {
     author: { type: "user", user },
     target: { kind: "room", roomId },
     ...input,
   });
   // Not posted: not a member, or the room is gone.
-  if (!record) throw await postRefusal(deps, user.id, { kind: "room", roomId });
-  return record;
+  if (!posted) throw await postRefusal(deps, user.id, { kind: "room", roomId });
+  return posted;
 }
 
 export async function roomEvents(

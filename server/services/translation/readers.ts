@@ -137,7 +137,7 @@ export class ReaderLanguages {
     if (event.type === "translation.ready") {
       return event.data.language === this.languageFor(event) ? event : null;
     }
-    if (event.type !== "message.created") return event;
+    if (event.type !== "message.created" && event.type !== "message.updated") return event;
     const { message } = event.data;
     const language = this.languageFor(event);
     const view = translationView(
@@ -151,7 +151,7 @@ export class ReaderLanguages {
     if (!views) presented.set(event, (views = new Map()));
     let seen = views.get(key);
     if (!seen) {
-      seen = { ...event, data: { message: { ...message, translation: view } } };
+      seen = { ...event, data: { message: { ...message, translation: view } } } as StreamEvent;
       views.set(key, seen);
     }
     return seen;

@@ -200,7 +200,7 @@ async function handle(
     await replayIfKnown(deps, webhook, rawKey!, requestHash);
     throw new Error("an idempotency key was taken, then not found");
   }
-  const message = outcome.kind === "posted" ? outcome.record : null;
+  const message = outcome.kind === "posted" || outcome.kind === "repeated" ? outcome.record : null;
   if (!message)
     throw rejectedFrom(invalidField("channel_id", "The selected channel id is invalid."), "validation_failed");
   return { status: 201, body: { data: message }, headers: {} };
