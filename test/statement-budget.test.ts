@@ -29,6 +29,10 @@ import {
 
 const POST_BUDGET = 2;
 const WEBHOOK_POST_BUDGET = 4;
+/** An edit, a reaction and taking it back: the token check and one statement. */
+const CHANGE_BUDGET = 2;
+/** A delete may be a transaction (BEGIN, its statement, COMMIT) after the token check. */
+const DELETE_BUDGET = 4;
 const IDLE_BUDGET_PER_MINUTE = 12;
 
 const WARMUP_MS = Number(process.env.STATEMENT_BUDGET_WARMUP_MS ?? 30_000);
@@ -145,6 +149,80 @@ describe.concurrent("requests", () => {
         expect((await poster.post(poster.user.token, {})).status).toBe(201);
         const fresh = await login(poster.user);
         await expectPostWithin(`${kind} with a fresh token`, poster, fresh, POST_BUDGET);
+      });
+    });
+
+    describe("changes to a posted message", () => {
+      /** A channel post of the poster's, and its path. */
+      async function postedMessage() {
+        const channel = await channelPoster();
+        const posted = await channel.post(channel.user.token, {});
+        expect(posted.status, JSON.stringify(posted.body)).toBe(201);
+        const path = `/api/v1/workspaces/${channel.workspaceId}/channels/${channel.channelId}/messages/${posted.body.data.id}`;
+        return { token: channel.user.token, path, channel };
+      }
+
+      async function expectWithin(
+        what: string,
+        send: (headers: Record<string, string>) => Promise<ApiResponse>,
+        status: number,
+        budget: number,
+      ) {
+        const measured = await measureRequest(ctx.server, send, what);
+        expect(measured.response.status, JSON.stringify(measured.response.body)).toBe(status);
+        expect(measured.complete).toBe(true);
+        expect(measured.count, report(`${what} (request ${measured.requestId})`, measured, budget)).toBeLessThanOrEqual(
+          budget,
+        );
+      }
+
+      it(`an edit runs at most ${CHANGE_BUDGET} statements in its request`, async () => {
+        const { token, path } = await postedMessage();
+        // Warm: the same statement once before.
+        expect((await ctx.api.patch(path, { content: "First edit" }, { token })).status).toBe(200);
+        await expectWithin(
+          "an edit",
+          (headers) => ctx.api.patch(path, { content: "Second edit" }, { token, headers }),
+          200,
+          CHANGE_BUDGET,
+        );
+      });
+
+      it(`a reaction and taking it back run at most ${CHANGE_BUDGET} statements each`, async () => {
+        const { token, path } = await postedMessage();
+        expect((await ctx.api.put(`${path}/reactions/wave`, undefined, { token })).status).toBe(200);
+        expect((await ctx.api.delete(`${path}/reactions/wave`, { token })).status).toBe(204);
+        await expectWithin(
+          "a reaction",
+          (headers) => ctx.api.put(`${path}/reactions/tada`, undefined, { token, headers }),
+          200,
+          CHANGE_BUDGET,
+        );
+        await expectWithin(
+          "taking a reaction back",
+          (headers) => ctx.api.delete(`${path}/reactions/tada`, { token, headers }),
+          204,
+          CHANGE_BUDGET,
+        );
+      });
+
+      it(`a delete runs at most ${DELETE_BUDGET} statements in its request`, async () => {
+        const first = await postedMessage();
+        expect((await ctx.api.delete(first.path, { token: first.token })).status).toBe(204);
+        const { token, path } = await postedMessage();
+        await expectWithin("a delete", (headers) => ctx.api.delete(path, { token, headers }), 204, DELETE_BUDGET);
+      });
+
+      it(`a post with a client_message_id runs at most ${POST_BUDGET} statements; a repeat of it reads once more`, async () => {
+        const { channel } = await postedMessage();
+        const path = `/api/v1/workspaces/${channel.workspaceId}/channels/${channel.channelId}/messages`;
+        const token = channel.user.token;
+        const send = (id: string) => (headers: Record<string, string>) =>
+          ctx.api.post(path, { content: "Exactly once", client_message_id: id }, { token, headers });
+        expect((await send("budget-warm")({})).status).toBe(201);
+        await expectWithin("a post with a client_message_id", send("budget-1"), 201, POST_BUDGET);
+        // A repeat: the post's statement, then one read of the first message (history's page of one).
+        await expectWithin("a repeated post", send("budget-1"), 200, POST_BUDGET + 3);
       });
     });
 

@@ -6,16 +6,24 @@ import { sql, type SQL } from "drizzle-orm";
 import type { MessageRecord } from "../records/message.ts";
 import type { LoggedEvent } from "./kit.ts";
 
-export type CreatedMessage = { record: MessageRecord; sourceLanguage: string | null };
+export type CreatedMessage = {
+  record: MessageRecord;
+  sourceLanguage: string | null;
+  /** Its event's position and type (message.created, or message.updated for an edit). */
+  position: number;
+  type: string;
+};
 
-/** The messages of message.created events. */
-export function createdMessages(events: LoggedEvent[]): CreatedMessage[] {
+/** The messages of message.created events, and of message.updated ones when `edited` is set. */
+export function createdMessages(events: LoggedEvent[], options: { edited?: boolean } = {}): CreatedMessage[] {
   return events.flatMap((event) =>
-    event.payload.type === "message.created"
+    event.payload.type === "message.created" || (options.edited && event.payload.type === "message.updated")
       ? [
           {
             record: (event.payload.data as { message: MessageRecord }).message,
             sourceLanguage: event.payload.source_language ?? null,
+            position: event.position,
+            type: event.payload.type,
           },
         ]
       : [],

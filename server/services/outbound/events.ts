@@ -14,6 +14,8 @@ export const OUTBOUND_EVENTS = [
   "channel.created",
   "channel.updated",
   "channel.deleted",
+  "reaction.added",
+  "reaction.removed",
   "webhook.test",
 ] as const;
 export type OutboundEvent = (typeof OUTBOUND_EVENTS)[number];
