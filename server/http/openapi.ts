@@ -270,6 +270,9 @@ function responsesOf(method: string, operation: Operation, meta: ProcedureMeta |
   else responses[status] = { ...success, description: status === "201" ? "Created" : "OK" };
   // Create-or-get: the first call creates (201), every later one answers the same record (200).
   if (id === "direct-open") responses["200"] = { ...success, description: "The conversation already existed" };
+  // Posting exactly once: a repeat of the author's client_message_id in the place posts nothing.
+  if (REPEATABLE_POSTS.has(id))
+    responses["200"] = { ...success, description: "A repeat of your client_message_id there: the first message" };
   if (REDIRECTS.has(id)) {
     responses["302"] = {
       description: "With FRONTEND_URL set: a redirect to the front end",
@@ -312,6 +315,8 @@ function responsesOf(method: string, operation: Operation, meta: ProcedureMeta |
   responses["503"] = STANDARD_ERRORS["503"];
   return responses;
 }
+
+const REPEATABLE_POSTS = new Set(["messages-post", "direct-post", "rooms-post"]);
 
 const pick = (...statuses: (keyof typeof STANDARD_ERRORS)[]) =>
   Object.fromEntries(statuses.map((status) => [status, STANDARD_ERRORS[status]]));
