@@ -836,6 +836,74 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  "/api/v1/workspaces/{workspace_id}/channels/{channel_id}/messages/{message_id}": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    post?: never;
+    /**
+     * Delete a message
+     * @description Its author, or the workspace's owners and admins. A thread parent with replies stays as a tombstone. Its files, translations and reactions go with it. Readers get `message.deleted`.
+     */
+    delete: operations["channelMessage-delete"];
+    options?: never;
+    head?: never;
+    /**
+     * Edit a message
+     * @description Its author only (403 for anyone else, and for a bot's message). `content` follows the create rules; the same text is a no-op. Readers get `message.updated`, and the message is translated again.
+     */
+    patch: operations["channelMessage-edit"];
+    trace?: never;
+  };
+  "/api/v1/workspaces/{workspace_id}/channels/{channel_id}/messages/{message_id}/reactions/{emoji}": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    /**
+     * React to a message
+     * @description Anyone who may post there. `emoji` is one Unicode emoji or a short name `[a-z0-9_+-]{1,64}`; reacting twice counts once; at most 50 different emoji per message (422 `emoji`). Readers get `reaction.added`.
+     */
+    put: operations["channelMessage-react"];
+    post?: never;
+    /**
+     * Take back a reaction
+     * @description The caller's own; one they do not have is 204 too. Readers get `reaction.removed`.
+     */
+    delete: operations["channelMessage-unreact"];
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/api/v1/workspaces/{workspace_id}/channels/{channel_id}/messages/{message_id}/reactions": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * Who reacted to a message
+     * @description Per emoji in the message's order: its count and the first 100 users in the order they reacted.
+     */
+    get: operations["channelMessage-reactions"];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   "/api/v1/direct-conversations": {
     parameters: {
       query?: never;
@@ -898,6 +966,74 @@ export interface paths {
      * @description For the conversation's two participants (404 otherwise). `content` is required unless `attachment_ids` is given.
      */
     post: operations["direct-post"];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/api/v1/direct-conversations/{conversation_id}/messages/{message_id}": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    post?: never;
+    /**
+     * Delete a message
+     * @description Its author, and nobody else. A thread parent with replies stays as a tombstone. Its files, translations and reactions go with it. Readers get `message.deleted`.
+     */
+    delete: operations["directMessage-delete"];
+    options?: never;
+    head?: never;
+    /**
+     * Edit a message
+     * @description Its author only (403 for anyone else, and for a bot's message). `content` follows the create rules; the same text is a no-op. Readers get `message.updated`, and the message is translated again.
+     */
+    patch: operations["directMessage-edit"];
+    trace?: never;
+  };
+  "/api/v1/direct-conversations/{conversation_id}/messages/{message_id}/reactions/{emoji}": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    /**
+     * React to a message
+     * @description Anyone who may post there. `emoji` is one Unicode emoji or a short name `[a-z0-9_+-]{1,64}`; reacting twice counts once; at most 50 different emoji per message (422 `emoji`). Readers get `reaction.added`.
+     */
+    put: operations["directMessage-react"];
+    post?: never;
+    /**
+     * Take back a reaction
+     * @description The caller's own; one they do not have is 204 too. Readers get `reaction.removed`.
+     */
+    delete: operations["directMessage-unreact"];
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/api/v1/direct-conversations/{conversation_id}/messages/{message_id}/reactions": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * Who reacted to a message
+     * @description Per emoji in the message's order: its count and the first 100 users in the order they reacted.
+     */
+    get: operations["directMessage-reactions"];
+    put?: never;
+    post?: never;
     delete?: never;
     options?: never;
     head?: never;
@@ -1158,6 +1294,74 @@ export interface paths {
      * @description The owner on personal_pro, while the room lives, at most 10 times, never past max_expires_at; else 403 with errors.code [temporary_room_extension_not_allowed]. extension_hours 1 to 24 (default 24).
      */
     post: operations["rooms-extend"];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/api/v1/external/rooms/{room_id}/messages/{message_id}": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    post?: never;
+    /**
+     * Delete a message
+     * @description Its author, or the room's owner. A thread parent with replies stays as a tombstone. Its files, translations and reactions go with it. Readers get `message.deleted`.
+     */
+    delete: operations["roomMessage-delete"];
+    options?: never;
+    head?: never;
+    /**
+     * Edit a message
+     * @description Its author only (403 for anyone else, and for a bot's message). `content` follows the create rules; the same text is a no-op. Readers get `message.updated`, and the message is translated again.
+     */
+    patch: operations["roomMessage-edit"];
+    trace?: never;
+  };
+  "/api/v1/external/rooms/{room_id}/messages/{message_id}/reactions/{emoji}": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    /**
+     * React to a message
+     * @description Anyone who may post there. `emoji` is one Unicode emoji or a short name `[a-z0-9_+-]{1,64}`; reacting twice counts once; at most 50 different emoji per message (422 `emoji`). Readers get `reaction.added`.
+     */
+    put: operations["roomMessage-react"];
+    post?: never;
+    /**
+     * Take back a reaction
+     * @description The caller's own; one they do not have is 204 too. Readers get `reaction.removed`.
+     */
+    delete: operations["roomMessage-unreact"];
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/api/v1/external/rooms/{room_id}/messages/{message_id}/reactions": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * Who reacted to a message
+     * @description Per emoji in the message's order: its count and the first 100 users in the order they reacted.
+     */
+    get: operations["roomMessage-reactions"];
+    put?: never;
+    post?: never;
     delete?: never;
     options?: never;
     head?: never;
@@ -1457,6 +1661,22 @@ export interface components {
         /** @enum {string} */
         status: "pending" | "done" | "skipped" | "failed" | "not_needed";
       } | null;
+      /** @description the client's own id for the message, sent with the post (null when none was sent) */
+      client_message_id: string | null;
+      /** @description users `<@id>` mentions who can read the message, in order, once each */
+      mentioned_user_ids: number[];
+      /** @description the content has `<!channel>` or `<!here>` */
+      mentions_channel: boolean;
+      /** @description in the order each emoji was first used */
+      reactions: {
+        emoji: string;
+        count: number;
+        /** @description the caller reacted with it (absent in live events and webhooks) */
+        me?: boolean;
+      }[];
+      edited_at: string | null;
+      /** @description set on a tombstone: a deleted thread parent kept for its replies */
+      deleted_at: string | null;
       /** @description ISO 8601 timestamp with UTC offset */
       created_at: string;
       /** @description ISO 8601 timestamp with UTC offset */
@@ -1549,6 +1769,8 @@ export interface components {
         | "channel.created"
         | "channel.updated"
         | "channel.deleted"
+        | "reaction.added"
+        | "reaction.removed"
         | "webhook.test"
       )[];
       is_active: boolean;
@@ -1575,6 +1797,8 @@ export interface components {
         | "channel.created"
         | "channel.updated"
         | "channel.deleted"
+        | "reaction.added"
+        | "reaction.removed"
         | "webhook.test";
       /** @enum {string} */
       status: "pending" | "succeeded" | "failed";
@@ -5805,12 +6029,15 @@ export interface operations {
         /**
          * @example {
          *       "content": "Hello, team!",
-         *       "skip_translation": false
+         *       "skip_translation": false,
+         *       "client_message_id": "c-7f3a9e"
          *     }
          */
         "application/json": {
           content?: string;
           attachment_ids?: string[];
+          /** @description your own id for the message: a repeat by you in the same place posts nothing and answers 200 with the first message */
+          client_message_id?: string | null;
           parent_message_id?: string | null;
           type?: ("text" | "notice" | "system") | null;
           skip_translation?: (boolean | 1 | 0 | ("0" | "1" | "true" | "false")) | null;
@@ -5818,6 +6045,17 @@ export interface operations {
       };
     };
     responses: {
+      /** @description A repeat of your client_message_id there: the first message */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": {
+            data: components["schemas"]["Message"];
+          };
+        };
+      };
       /** @description Created */
       201: {
         headers: {
@@ -5876,6 +6114,481 @@ export interface operations {
       };
       /** @description A body that is neither JSON nor a URL-encoded form */
       415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The given data was invalid. */
+      422: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationError"];
+        };
+      };
+      /** @description The database, Redis or a sign-in provider cannot be reached; try again */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+    };
+  };
+  "channelMessage-delete": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        workspace_id: string;
+        channel_id: string;
+        message_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description No content */
+      204: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /** @description Malformed JSON, JSON nested deeper than 64 levels, or a body that is not a JSON object */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Unauthenticated. (missing, unknown or revoked bearer token) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Forbidden: a token without the ability, an untrusted Origin, or a role that may not do this */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Not found, or not visible to the caller */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The request body is larger than 1 MiB */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description A body that is neither JSON nor a URL-encoded form */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The given data was invalid. */
+      422: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationError"];
+        };
+      };
+      /** @description The database, Redis or a sign-in provider cannot be reached; try again */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+    };
+  };
+  "channelMessage-edit": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        workspace_id: string;
+        channel_id: string;
+        message_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "content": "Hello, team! (fixed a typo)"
+         *     }
+         */
+        "application/json": {
+          content?: string;
+          attachment_ids?: unknown;
+        };
+      };
+    };
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": {
+            data: components["schemas"]["Message"];
+          };
+        };
+      };
+      /** @description Malformed JSON, JSON nested deeper than 64 levels, or a body that is not a JSON object */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Unauthenticated. (missing, unknown or revoked bearer token) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Forbidden: a token without the ability, an untrusted Origin, or a role that may not do this */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Not found, or not visible to the caller */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The request body is larger than 1 MiB */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description A body that is neither JSON nor a URL-encoded form */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The given data was invalid. */
+      422: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationError"];
+        };
+      };
+      /** @description The database, Redis or a sign-in provider cannot be reached; try again */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+    };
+  };
+  "channelMessage-react": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        workspace_id: string;
+        channel_id: string;
+        message_id: string;
+        emoji: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": {
+            data: components["schemas"]["Message"];
+          };
+        };
+      };
+      /** @description Malformed JSON, JSON nested deeper than 64 levels, or a body that is not a JSON object */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Unauthenticated. (missing, unknown or revoked bearer token) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Forbidden: a token without the ability, an untrusted Origin, or a role that may not do this */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Not found, or not visible to the caller */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The request body is larger than 1 MiB */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description A body that is neither JSON nor a URL-encoded form */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The given data was invalid. */
+      422: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationError"];
+        };
+      };
+      /** @description The database, Redis or a sign-in provider cannot be reached; try again */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+    };
+  };
+  "channelMessage-unreact": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        workspace_id: string;
+        channel_id: string;
+        message_id: string;
+        emoji: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description No content */
+      204: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /** @description Malformed JSON, JSON nested deeper than 64 levels, or a body that is not a JSON object */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Unauthenticated. (missing, unknown or revoked bearer token) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Forbidden: a token without the ability, an untrusted Origin, or a role that may not do this */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Not found, or not visible to the caller */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The request body is larger than 1 MiB */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description A body that is neither JSON nor a URL-encoded form */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The given data was invalid. */
+      422: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationError"];
+        };
+      };
+      /** @description The database, Redis or a sign-in provider cannot be reached; try again */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+    };
+  };
+  "channelMessage-reactions": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        workspace_id: string;
+        channel_id: string;
+        message_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": {
+            data: {
+              emoji: string;
+              count: number;
+              /** @description the first 100, in the order they reacted */
+              user_ids: number[];
+            }[];
+            meta: Record<string, never>;
+          };
+        };
+      };
+      /** @description Unauthenticated. (missing, unknown or revoked bearer token) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Forbidden: a token without the ability, an untrusted Origin, or a role that may not do this */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Not found, or not visible to the caller */
+      404: {
         headers: {
           [name: string]: unknown;
         };
@@ -6262,10 +6975,23 @@ export interface operations {
         "application/json": {
           content?: string;
           attachment_ids?: string[];
+          /** @description your own id for the message: a repeat by you in the same place posts nothing and answers 200 with the first message */
+          client_message_id?: string | null;
         };
       };
     };
     responses: {
+      /** @description A repeat of your client_message_id there: the first message */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": {
+            data: components["schemas"]["Message"];
+          };
+        };
+      };
       /** @description Created */
       201: {
         headers: {
@@ -6324,6 +7050,476 @@ export interface operations {
       };
       /** @description A body that is neither JSON nor a URL-encoded form */
       415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The given data was invalid. */
+      422: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationError"];
+        };
+      };
+      /** @description The database, Redis or a sign-in provider cannot be reached; try again */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+    };
+  };
+  "directMessage-delete": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        conversation_id: string;
+        message_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description No content */
+      204: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /** @description Malformed JSON, JSON nested deeper than 64 levels, or a body that is not a JSON object */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Unauthenticated. (missing, unknown or revoked bearer token) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Forbidden: a token without the ability, an untrusted Origin, or a role that may not do this */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Not found, or not visible to the caller */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The request body is larger than 1 MiB */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description A body that is neither JSON nor a URL-encoded form */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The given data was invalid. */
+      422: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationError"];
+        };
+      };
+      /** @description The database, Redis or a sign-in provider cannot be reached; try again */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+    };
+  };
+  "directMessage-edit": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        conversation_id: string;
+        message_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "content": "Hi Bob, see you at 10"
+         *     }
+         */
+        "application/json": {
+          content?: string;
+          attachment_ids?: unknown;
+        };
+      };
+    };
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": {
+            data: components["schemas"]["Message"];
+          };
+        };
+      };
+      /** @description Malformed JSON, JSON nested deeper than 64 levels, or a body that is not a JSON object */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Unauthenticated. (missing, unknown or revoked bearer token) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Forbidden: a token without the ability, an untrusted Origin, or a role that may not do this */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Not found, or not visible to the caller */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The request body is larger than 1 MiB */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description A body that is neither JSON nor a URL-encoded form */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The given data was invalid. */
+      422: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationError"];
+        };
+      };
+      /** @description The database, Redis or a sign-in provider cannot be reached; try again */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+    };
+  };
+  "directMessage-react": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        conversation_id: string;
+        message_id: string;
+        emoji: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": {
+            data: components["schemas"]["Message"];
+          };
+        };
+      };
+      /** @description Malformed JSON, JSON nested deeper than 64 levels, or a body that is not a JSON object */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Unauthenticated. (missing, unknown or revoked bearer token) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Forbidden: a token without the ability, an untrusted Origin, or a role that may not do this */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Not found, or not visible to the caller */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The request body is larger than 1 MiB */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description A body that is neither JSON nor a URL-encoded form */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The given data was invalid. */
+      422: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationError"];
+        };
+      };
+      /** @description The database, Redis or a sign-in provider cannot be reached; try again */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+    };
+  };
+  "directMessage-unreact": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        conversation_id: string;
+        message_id: string;
+        emoji: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description No content */
+      204: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /** @description Malformed JSON, JSON nested deeper than 64 levels, or a body that is not a JSON object */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Unauthenticated. (missing, unknown or revoked bearer token) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Forbidden: a token without the ability, an untrusted Origin, or a role that may not do this */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Not found, or not visible to the caller */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The request body is larger than 1 MiB */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description A body that is neither JSON nor a URL-encoded form */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The given data was invalid. */
+      422: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationError"];
+        };
+      };
+      /** @description The database, Redis or a sign-in provider cannot be reached; try again */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+    };
+  };
+  "directMessage-reactions": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        conversation_id: string;
+        message_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": {
+            data: {
+              emoji: string;
+              count: number;
+              /** @description the first 100, in the order they reacted */
+              user_ids: number[];
+            }[];
+            meta: Record<string, never>;
+          };
+        };
+      };
+      /** @description Unauthenticated. (missing, unknown or revoked bearer token) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Forbidden: a token without the ability, an untrusted Origin, or a role that may not do this */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Not found, or not visible to the caller */
+      404: {
         headers: {
           [name: string]: unknown;
         };
@@ -6917,7 +8113,7 @@ export interface operations {
         "application/json": {
           /** Format: uri */
           url: string;
-          /** @description event types, any of: message.created, message.updated, message.deleted, member.joined, member.left, channel.created, channel.updated, channel.deleted, webhook.test */
+          /** @description event types, any of: message.created, message.updated, message.deleted, member.joined, member.left, channel.created, channel.updated, channel.deleted, reaction.added, reaction.removed, webhook.test */
           events: string[];
           is_active?: boolean | 1 | 0 | ("0" | "1" | "true" | "false");
         };
@@ -7032,7 +8228,7 @@ export interface operations {
         "application/json": {
           /** Format: uri */
           url?: string;
-          /** @description event types, any of: message.created, message.updated, message.deleted, member.joined, member.left, channel.created, channel.updated, channel.deleted, webhook.test */
+          /** @description event types, any of: message.created, message.updated, message.deleted, member.joined, member.left, channel.created, channel.updated, channel.deleted, reaction.added, reaction.removed, webhook.test */
           events?: string[];
           is_active?: boolean | 1 | 0 | ("0" | "1" | "true" | "false");
           regenerate_secret?: boolean | 1 | 0 | ("0" | "1" | "true" | "false");
@@ -7750,11 +8946,24 @@ export interface operations {
         "application/json": {
           content?: string;
           attachment_ids?: string[];
+          /** @description your own id for the message: a repeat by you in the same place posts nothing and answers 200 with the first message */
+          client_message_id?: string | null;
           skip_translation?: (boolean | 1 | 0 | ("0" | "1" | "true" | "false")) | null;
         };
       };
     };
     responses: {
+      /** @description A repeat of your client_message_id there: the first message */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": {
+            data: components["schemas"]["Message"];
+          };
+        };
+      };
       /** @description Created */
       201: {
         headers: {
@@ -7920,6 +9129,476 @@ export interface operations {
       };
       /** @description A body that is neither JSON nor a URL-encoded form */
       415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The given data was invalid. */
+      422: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationError"];
+        };
+      };
+      /** @description The database, Redis or a sign-in provider cannot be reached; try again */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+    };
+  };
+  "roomMessage-delete": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        room_id: string;
+        message_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description No content */
+      204: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /** @description Malformed JSON, JSON nested deeper than 64 levels, or a body that is not a JSON object */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Unauthenticated. (missing, unknown or revoked bearer token) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Forbidden: a token without the ability, an untrusted Origin, or a role that may not do this */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Not found, or not visible to the caller */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The request body is larger than 1 MiB */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description A body that is neither JSON nor a URL-encoded form */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The given data was invalid. */
+      422: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationError"];
+        };
+      };
+      /** @description The database, Redis or a sign-in provider cannot be reached; try again */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+    };
+  };
+  "roomMessage-edit": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        room_id: string;
+        message_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "content": "Good morning!"
+         *     }
+         */
+        "application/json": {
+          content?: string;
+          attachment_ids?: unknown;
+        };
+      };
+    };
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": {
+            data: components["schemas"]["Message"];
+          };
+        };
+      };
+      /** @description Malformed JSON, JSON nested deeper than 64 levels, or a body that is not a JSON object */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Unauthenticated. (missing, unknown or revoked bearer token) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Forbidden: a token without the ability, an untrusted Origin, or a role that may not do this */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Not found, or not visible to the caller */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The request body is larger than 1 MiB */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description A body that is neither JSON nor a URL-encoded form */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The given data was invalid. */
+      422: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationError"];
+        };
+      };
+      /** @description The database, Redis or a sign-in provider cannot be reached; try again */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+    };
+  };
+  "roomMessage-react": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        room_id: string;
+        message_id: string;
+        emoji: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": {
+            data: components["schemas"]["Message"];
+          };
+        };
+      };
+      /** @description Malformed JSON, JSON nested deeper than 64 levels, or a body that is not a JSON object */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Unauthenticated. (missing, unknown or revoked bearer token) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Forbidden: a token without the ability, an untrusted Origin, or a role that may not do this */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Not found, or not visible to the caller */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The request body is larger than 1 MiB */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description A body that is neither JSON nor a URL-encoded form */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The given data was invalid. */
+      422: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationError"];
+        };
+      };
+      /** @description The database, Redis or a sign-in provider cannot be reached; try again */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+    };
+  };
+  "roomMessage-unreact": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        room_id: string;
+        message_id: string;
+        emoji: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description No content */
+      204: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /** @description Malformed JSON, JSON nested deeper than 64 levels, or a body that is not a JSON object */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Unauthenticated. (missing, unknown or revoked bearer token) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Forbidden: a token without the ability, an untrusted Origin, or a role that may not do this */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Not found, or not visible to the caller */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The request body is larger than 1 MiB */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description A body that is neither JSON nor a URL-encoded form */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The given data was invalid. */
+      422: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationError"];
+        };
+      };
+      /** @description The database, Redis or a sign-in provider cannot be reached; try again */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+    };
+  };
+  "roomMessage-reactions": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        room_id: string;
+        message_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": {
+            data: {
+              emoji: string;
+              count: number;
+              /** @description the first 100, in the order they reacted */
+              user_ids: number[];
+            }[];
+            meta: Record<string, never>;
+          };
+        };
+      };
+      /** @description Unauthenticated. (missing, unknown or revoked bearer token) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Forbidden: a token without the ability, an untrusted Origin, or a role that may not do this */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Not found, or not visible to the caller */
+      404: {
         headers: {
           [name: string]: unknown;
         };
