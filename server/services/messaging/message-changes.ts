@@ -33,6 +33,7 @@ import {
   type MessageTarget,
 } from "../../policy/places.ts";
 import { messageRecordSql, type MessageRecord } from "../../records/message.ts";
+import { purgeDeletedFilesSoon } from "../files/purge-deleted.ts";
 import { translationEnabled, translationView } from "../translation/readers.ts";
 import { mentionedMembers, parseMentions } from "./post-message.ts";
 
@@ -175,7 +176,7 @@ export async function editMessage(
   return readerRecord(deps, row, { retranslated: row.changed });
 }
 
-type DeleteRow = { found: number; allowed: boolean };
+type DeleteRow = { found: number; allowed: boolean; had_files: boolean };
 
 /**
  * Deletes a message: its author; in a channel also the workspace's owners and admins, in a
@@ -226,9 +227,12 @@ export async function deleteMessage(
       from (select ${deletedData("a")} as data, 1 as ord from allowed a
         union all select ${deletedData("p")}, 2 from parent_gone p) d
       order by d.ord)
-    select (select count(*) from target)::integer as found, exists (select 1 from allowed) as allowed`,
+    select (select count(*) from target)::integer as found, exists (select 1 from allowed) as allowed,
+      exists (select 1 from ${attachments} f where f.message_id in (select id from allowed)) as had_files`,
   );
   if (!row || row.found === 0) throw notFound(MESSAGE_NOT_FOUND);
   if (!row.allowed) throw forbidden("You may not delete this message.");
   deps.relay.wake();
+  // The trigger queued the files; storage is emptied after the answer (the maintenance job retries).
+  if (row.had_files) purgeDeletedFilesSoon(deps);
 }
