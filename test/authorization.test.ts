@@ -160,6 +160,25 @@ const R = {
   foreignChannel: { level: "channel", what: "a channel of another workspace", visibleTo: () => false },
   foreignMember: { level: "member", what: "a member of another workspace", visibleTo: () => false },
   foreignInvite: { level: "invite", what: "an invite of another workspace", visibleTo: () => false },
+  // Messages, named at their place's path: seen by whoever reads the place.
+  publicMessage: { level: "message", what: "a message of a public channel", visibleTo: inWorkspace },
+  privateMessage: {
+    level: "message",
+    what: "a message of the private channel",
+    visibleTo: (caller) => IN_PRIVATE_CHANNEL.includes(caller),
+  },
+  otherConversationMessage: {
+    level: "message",
+    what: "a message of the other user's conversation",
+    visibleTo: (caller) => IN_OTHER_CONVERSATION.includes(caller),
+  },
+  roomMessage: {
+    level: "message",
+    what: "a message of a temporary room",
+    visibleTo: (caller) => IN_ROOM.includes(caller),
+  },
+  /** A message named at the path of a place it is not in: not there, even for those who read it where it is. */
+  misplacedMessage: { level: "message", what: "a message of another place", visibleTo: () => false },
 } satisfies Record<string, Link>;
 
 // ---------------------------------------------------------------------------------------------
@@ -273,6 +292,243 @@ const freshForeignChannelTarget = async (): Promise<Target> => {
 };
 const FOREIGN = "a channel of another workspace";
 const conversationTarget = async (): Promise<Target> => ({ ids: { conversation: w.conversation.id } });
+
+// Messages after they are posted: each call acts on a fresh message (an edit, a delete or a
+// reaction changes it), written by a known author, so that "its author" can be told apart from
+// the place's moderators and from whoever else may read or post there. They are posted where
+// no other entry reads the newest messages: fresh channels, #general, the other conversation,
+// fresh rooms.
+
+/** Who writes a message: a person, or the fixture's inbound webhook (a bot, in #general). */
+type Author = Person | "bot";
+/** The reaction of the walk: a Unicode emoji, percent-encoded in the REST path. */
+const REACTION = "👍";
+
+const nobody = () => false;
+
+/** Who may change a message: its author (nobody among the callers for a bot's), and whoever `also` lets. */
+const authorOr =
+  (author: Author, also: (caller: Caller) => boolean = () => false) =>
+  (caller: Caller) =>
+    caller === author || also(caller);
+
+/** Where a fresh message goes: its place's target, and that place's messages path. */
+type Spot = { target: Target; path: string };
+
+const channelMessagesPath = (t: Target) =>
+  `/api/v1/workspaces/${idOf(t, "workspace")}/channels/${idOf(t, "channel")}/messages`;
+/** A fresh channel of a kind (see freshChannelOf). */
+const channelSpot = (kind: ChannelKind) => async (): Promise<Spot> => {
+  const target = await freshChannelOf(kind)();
+  return { target, path: channelMessagesPath(target) };
+};
+const generalSpot = async (): Promise<Spot> => {
+  const target = { ids: { workspace: w.workspace.id, channel: w.general.id } };
+  return { target, path: channelMessagesPath(target) };
+};
+const otherConversationSpot = async (): Promise<Spot> => ({
+  target: { ids: { conversation: w.otherConversation.id } },
+  path: `/api/v1/direct-conversations/${w.otherConversation.id}/messages`,
+});
+/** A fresh room (see freshRoom): the room of the call, or another one. */
+const roomSpot = async (): Promise<Spot> => {
+  const target = await freshRoom();
+  return { target, path: `/api/v1/external/rooms/${idOf(target, "room")}/messages` };
+};
+
+/** A fresh message by `author` at a spot; with REACTION from `reactor` when one is named. */
+const freshMessage = (spot: () => Promise<Spot>, author: Author, reactor?: SignedIn) => async (): Promise<Target> => {
+  const { target, path } = await spot();
+  const message = await writeMessage(author, target, path);
+  if (reactor) await addReaction(reactor, `${path}/${message.id}`);
+  return { ids: { ...target.ids, message: message.id }, secrets: { ...target.secrets, message: [message.content] } };
+};
+
+/** A message as the call names it: at a place's path, with who may do what to it there. */
+type MessagePlace = {
+  label: string;
+  /** The place's records, then the message. */
+  chain: Link[];
+  author: Author;
+  /** Who besides its author may delete it. */
+  moderates: (caller: Caller) => boolean;
+  /** Who may post there, and so react. */
+  posts: (caller: Caller) => boolean;
+  /** Who reacted (REACTION) to the message of a `reacted` target. */
+  reactor: SignedIn;
+  target: (reacted: boolean) => () => Promise<Target>;
+};
+
+/** Fresh messages by `author` at fresh or fixture spots. */
+function placeOf(fields: Omit<MessagePlace, "target"> & { spot: () => Promise<Spot> }): MessagePlace {
+  const { spot, ...place } = fields;
+  return { ...place, target: (reacted) => freshMessage(spot, place.author, reacted ? place.reactor : undefined) };
+}
+
+/** A message named at the path of a place it is not in: hidden from everyone there (no rule comes into play). */
+function misplaced(label: string, chain: Link[], target: () => Promise<Target>): MessagePlace {
+  return { label, chain, author: "member", moderates: nobody, posts: nobody, reactor: "member", target: () => target };
+}
+
+const CHANNEL_MESSAGES: MessagePlace[] = [
+  placeOf({
+    // Its only channel member, who also manages the workspace.
+    label: "public channel, the owner's message",
+    chain: [R.workspace, R.publicChannel, R.publicMessage],
+    author: "owner",
+    reactor: "owner",
+    moderates: manages,
+    posts: (caller) => IN_PUBLIC_CHANNEL.includes(caller),
+    spot: channelSpot(CHANNEL_KINDS[0]),
+  }),
+  placeOf({
+    // Everyone is in #general: a plain member's message, which owners and admins may delete too.
+    label: "#general, a plain member's message",
+    chain: [R.workspace, R.general, R.publicMessage],
+    author: "member",
+    reactor: "member",
+    moderates: manages,
+    posts: inWorkspace,
+    spot: generalSpot,
+  }),
+  placeOf({
+    // A bot's message: nobody edits it; owners and admins delete it.
+    label: "#general, a bot's message",
+    chain: [R.workspace, R.general, R.publicMessage],
+    author: "bot",
+    reactor: "outsider",
+    moderates: manages,
+    posts: inWorkspace,
+    spot: generalSpot,
+  }),
+  placeOf({
+    // The admin may delete messages but cannot read this channel: 404.
+    label: "private channel, the member's message",
+    chain: [R.workspace, R.privateChannel, R.privateMessage],
+    author: "member",
+    reactor: "member",
+    moderates: manages,
+    posts: (caller) => IN_PRIVATE_CHANNEL.includes(caller),
+    spot: channelSpot(CHANNEL_KINDS[1]),
+  }),
+  misplaced(
+    "public channel, a message of the private channel",
+    [R.workspace, R.publicChannel, R.misplacedMessage],
+    async () => ({
+      ids: { workspace: w.workspace.id, channel: w.publicChannel.id, message: w.privateMessageIds[0]! },
+    }),
+  ),
+  misplaced(FOREIGN, [R.workspace, R.foreignChannel, R.misplacedMessage], async () => ({
+    ids: { workspace: w.workspace.id, channel: w.foreign.channel.id, message: w.foreign.messageId },
+  })),
+];
+
+const DIRECT_MESSAGES: MessagePlace[] = [
+  placeOf({
+    // The member's conversation with `other` (the one with the owner is listed by direct.messages).
+    label: "the member's message",
+    chain: [R.otherConversation, R.otherConversationMessage],
+    author: "member",
+    reactor: "other",
+    moderates: nobody,
+    posts: (caller) => IN_OTHER_CONVERSATION.includes(caller),
+    spot: otherConversationSpot,
+  }),
+  misplaced("a message of the conversation with the owner", [R.otherConversation, R.misplacedMessage], async () => ({
+    ids: { conversation: w.otherConversation.id, message: w.conversation.messageId },
+  })),
+];
+
+const ROOM_MESSAGES: MessagePlace[] = [
+  placeOf({
+    // Written by the member who joined: the room's owner may delete it too.
+    label: "a joiner's message",
+    chain: [R.room, R.roomMessage],
+    author: "other",
+    reactor: "other",
+    moderates: (caller) => caller === ROOM_OWNER,
+    posts: (caller) => IN_ROOM.includes(caller),
+    spot: roomSpot,
+  }),
+  placeOf({
+    label: "the room owner's message",
+    chain: [R.room, R.roomMessage],
+    author: ROOM_OWNER,
+    reactor: "other",
+    moderates: (caller) => caller === ROOM_OWNER,
+    posts: (caller) => IN_ROOM.includes(caller),
+    spot: roomSpot,
+  }),
+  misplaced("a message of another room", [R.room, R.misplacedMessage], async () => {
+    // Both rooms have the same members: the message is readable, in its own room.
+    const [room, elsewhere] = await Promise.all([freshRoom(), freshMessage(roomSpot, "other")()]);
+    return {
+      ids: { room: idOf(room, "room"), message: idOf(elsewhere, "message") },
+      secrets: { room: room.secrets!.room!, message: [...elsewhere.secrets!.message!, ...elsewhere.secrets!.room!] },
+    };
+  }),
+];
+
+/**
+ * The five verbs on the messages of one kind of place (`where`: the path's ids of the place and
+ * the message). Edit: its author only; delete: its author or the place's moderators; react:
+ * whoever may post there; take a reaction back and list them: whoever may read.
+ */
+function messageVerbs<Where extends object>(places: MessagePlace[], where: (t: Target) => Where) {
+  const each = <V>(make: (place: MessagePlace) => V) =>
+    places.map((place) => ({ label: place.label, chain: place.chain, ...make(place) }));
+  return {
+    edit: each((place) => ({
+      may: authorOr(place.author),
+      target: place.target(false),
+      input: (t: Target) => ({ ...where(t), content: `walk edit ${hex()}` }),
+      check: (body: any) =>
+        expect(body.data).toMatchObject({
+          content: expect.stringMatching(/^walk edit /),
+          edited_at: expect.any(String),
+        }),
+    })),
+    delete: each((place) => ({
+      may: authorOr(place.author, place.moderates),
+      target: place.target(false),
+      input: where,
+    })),
+    react: each((place) => ({
+      may: place.posts,
+      target: place.target(false),
+      input: (t: Target) => ({ ...where(t), emoji: REACTION }),
+      check: (body: any) => expect(body.data.reactions).toEqual([{ emoji: REACTION, count: 1, me: true }]),
+    })),
+    // The message carries the reactor's REACTION: theirs goes, anyone else has none to take back (204 too).
+    unreact: each((place) => ({
+      target: place.target(true),
+      input: (t: Target) => ({ ...where(t), emoji: REACTION }),
+    })),
+    reactions: each((place) => ({
+      target: place.target(true),
+      input: where,
+      check: (body: any) =>
+        expect(body).toEqual({
+          data: [{ emoji: REACTION, count: 1, user_ids: [w.users[place.reactor].id] }],
+          meta: {},
+        }),
+    })),
+  };
+}
+
+const CHANNEL_MESSAGE_VERBS = messageVerbs(CHANNEL_MESSAGES, (t) => ({
+  workspace_id: idOf(t, "workspace"),
+  channel_id: idOf(t, "channel"),
+  message_id: idOf(t, "message"),
+}));
+const DIRECT_MESSAGE_VERBS = messageVerbs(DIRECT_MESSAGES, (t) => ({
+  conversation_id: idOf(t, "conversation"),
+  message_id: idOf(t, "message"),
+}));
+const ROOM_MESSAGE_VERBS = messageVerbs(ROOM_MESSAGES, (t) => ({
+  room_id: idOf(t, "room"),
+  message_id: idOf(t, "message"),
+}));
 
 const WALK: Walk = {
   // ---- accounts ----
@@ -669,6 +925,25 @@ const WALK: Walk = {
       input: (t) => ({ room_id: idOf(t, "room") }),
     },
   ],
+
+  // ---- messages after they are posted (rules: messageVerbs) ----
+  // Walked before the outbound webhooks: those hear message.created, and each of the many
+  // messages posted here would then be delivered to every one of them, slowing the walk down.
+  "channelMessage.edit": CHANNEL_MESSAGE_VERBS.edit,
+  "channelMessage.delete": CHANNEL_MESSAGE_VERBS.delete,
+  "channelMessage.react": CHANNEL_MESSAGE_VERBS.react,
+  "channelMessage.unreact": CHANNEL_MESSAGE_VERBS.unreact,
+  "channelMessage.reactions": CHANNEL_MESSAGE_VERBS.reactions,
+  "directMessage.edit": DIRECT_MESSAGE_VERBS.edit,
+  "directMessage.delete": DIRECT_MESSAGE_VERBS.delete,
+  "directMessage.react": DIRECT_MESSAGE_VERBS.react,
+  "directMessage.unreact": DIRECT_MESSAGE_VERBS.unreact,
+  "directMessage.reactions": DIRECT_MESSAGE_VERBS.reactions,
+  "roomMessage.edit": ROOM_MESSAGE_VERBS.edit,
+  "roomMessage.delete": ROOM_MESSAGE_VERBS.delete,
+  "roomMessage.react": ROOM_MESSAGE_VERBS.react,
+  "roomMessage.unreact": ROOM_MESSAGE_VERBS.unreact,
+  "roomMessage.reactions": ROOM_MESSAGE_VERBS.reactions,
 
   // ---- outbound webhooks (owners and admins) ----
   "outboundWebhooks.list": [
@@ -1284,8 +1559,10 @@ type World = {
   publicContent: string;
   secretContents: string[];
   privateMessageIds: string[];
-  conversation: { id: string; content: string };
+  conversation: { id: string; content: string; messageId: string };
   otherConversation: { id: string; content: string };
+  /** An inbound webhook of the workspace (its secret is for owners and admins). */
+  bot: { id: string; secret: string };
   token: { id: string; name: string };
   files: { channel: FileRef; direct: FileRef; staged: FileRef };
   lobby: { id: string; inviteToken: string };
@@ -1297,6 +1574,7 @@ type World = {
     channel: { id: string; name: string; slug: string };
     content: string;
     memberId: string;
+    messageId: string;
   };
 };
 
@@ -1323,12 +1601,14 @@ function worldSecrets(): { link: Link; values: string[] }[] {
       values: [
         w.conversation.id,
         w.conversation.content,
+        w.conversation.messageId,
         w.files.direct.id,
         w.files.direct.filename,
         w.files.direct.content,
       ],
     },
     { link: R.otherConversation, values: [w.otherConversation.id, w.otherConversation.content] },
+    { link: { level: "webhook", what: "an inbound webhook's secret", visibleTo: manages }, values: [w.bot.secret] },
     { link: R.token, values: [w.token.id, w.token.name] },
     { link: R.stagedFile, values: [w.files.staged.id, w.files.staged.filename, w.files.staged.content] },
     {
@@ -1342,6 +1622,7 @@ function worldSecrets(): { link: Link; values: string[] }[] {
         w.foreign.channel.slug,
         w.foreign.content,
         w.foreign.memberId,
+        w.foreign.messageId,
       ],
     },
   ];
@@ -1506,6 +1787,32 @@ async function postMessage(user: RegisteredUser, path: string, body: Record<stri
   return ok(await ctx.api.post(path, body, { token: user.token }), 201, `post ${path}`).data.id;
 }
 
+/** A message by `author` at a place's messages path (a bot's through the fixture webhook, into the target's channel). */
+async function writeMessage(author: Author, target: Target, path: string): Promise<{ id: string; content: string }> {
+  const content = `walk message ${hex()}`;
+  if (author !== "bot") return { id: await postMessage(w.users[author], path, { content }), content };
+  const body = ok(
+    await ctx.api.post(
+      `/webhooks/${w.bot.id}/messages`,
+      { content, channel_id: idOf(target, "channel") },
+      { headers: { "X-Service-Webhook-Secret": w.bot.secret } },
+    ),
+    201,
+    "bot post",
+  );
+  return { id: body.data.id as string, content };
+}
+
+async function addReaction(user: Person, messagePath: string): Promise<void> {
+  ok(
+    await ctx.api.put(`${messagePath}/reactions/${encodeURIComponent(REACTION)}`, undefined, {
+      token: w.users[user].token,
+    }),
+    200,
+    "react",
+  );
+}
+
 async function buildWorld(): Promise<World> {
   const api = ctx.api;
   const tag = hex();
@@ -1577,10 +1884,13 @@ async function buildWorld(): Promise<World> {
     channel: { id: foreignChannel.id, name: foreignChannel.name, slug: foreignChannel.slug },
     content: `abroad secret ${hex()}`,
     memberId: await memberIdOf(foreigner.id, foreign.id, foreigner),
+    messageId: "",
   };
-  await postMessage(foreigner, `/api/v1/workspaces/${foreign.id}/channels/${foreignChannel.id}/messages`, {
-    content: w.foreign.content,
-  });
+  w.foreign.messageId = await postMessage(
+    foreigner,
+    `/api/v1/workspaces/${foreign.id}/channels/${foreignChannel.id}/messages`,
+    { content: w.foreign.content },
+  );
 
   w.publicChannel = await createChannel("public");
   const channelList = ok(
@@ -1631,8 +1941,8 @@ async function buildWorld(): Promise<World> {
     201,
     "conversation open",
   ).data;
-  w.conversation = { id: conversation.id, content: `dm secret ${hex()}` };
-  await postMessage(member, `/api/v1/direct-conversations/${conversation.id}/messages`, {
+  w.conversation = { id: conversation.id, content: `dm secret ${hex()}`, messageId: "" };
+  w.conversation.messageId = await postMessage(member, `/api/v1/direct-conversations/${conversation.id}/messages`, {
     content: w.conversation.content,
     attachment_ids: [w.files.direct.id],
   });
@@ -1645,6 +1955,14 @@ async function buildWorld(): Promise<World> {
   await postMessage(other, `/api/v1/direct-conversations/${otherConversation.id}/messages`, {
     content: w.otherConversation.content,
   });
+
+  // The bot of the fresh bot messages in #general.
+  const bot = ok(
+    await api.post(`/api/v1/workspaces/${workspace.id}/webhooks`, { name: `Walk bot ${tag}` }, { token: owner.token }),
+    201,
+    "webhook create",
+  ).data;
+  w.bot = { id: bot.id, secret: bot.secret };
 
   const token = await createPersonalToken(member, `pat-${tag}`);
   w.token = { id: token.id, name: token.name };
