@@ -33,6 +33,7 @@ import { ZodArray } from "zod/v4";
 import type { AppRouter } from "../../routers/index.ts";
 import { createHttpContext, type RequestContext } from "../context.ts";
 import type { Deps } from "../deps.ts";
+import { isSafeText } from "../input-text.ts";
 import { procedureMetas } from "../trpc.ts";
 import { restError } from "./rest-errors.ts";
 
@@ -167,15 +168,18 @@ export function createRestHandler(deps: Deps, router: AppRouter) {
 
 /**
  * Path parameters as the client meant them: percent-decoded (an emoji in a reaction's path).
- * One that does not decode stays as it came, and the procedure's input check answers it.
+ * One that does not decode, or decodes to text no record can hold (a NUL), stays as it came:
+ * it names no record (404), or the procedure's input check answers it.
  */
 function decodedPathInput(pathInput: Record<string, string>): Record<string, string> {
   const decoded: Record<string, string> = {};
   for (const [key, value] of Object.entries(pathInput)) {
+    decoded[key] = value;
     try {
-      decoded[key] = decodeURIComponent(value);
+      const text = decodeURIComponent(value);
+      if (isSafeText(text)) decoded[key] = text;
     } catch {
-      decoded[key] = value;
+      // Malformed percent-encoding: kept as it came.
     }
   }
   return decoded;
