@@ -4,6 +4,7 @@
 // values) and PostgreSQL plans it once per connection. Use it only where a query runs on
 // nearly every request: everything else stays plain drizzle.
 import { sql, type SQL } from "drizzle-orm";
+import { PgDialect } from "drizzle-orm/pg-core";
 import type { Database } from "./client.ts";
 
 const statements = new WeakMap<Database, Map<string, unknown>>();
@@ -36,6 +37,19 @@ export async function runPrepared<Row>(db: Database, text: string, params: unkno
   const client = (db as unknown as { $client: PostgresJsClient | PGliteClient }).$client;
   if ("unsafe" in client) return (await client.unsafe(text, params, { prepare: true })) as Row[];
   return (await client.query(text, params)).rows as Row[];
+}
+
+/** Renders drizzle `sql` to text and parameters (the same text for every call of one shape). */
+const dialect = new PgDialect();
+
+/**
+ * A statement built with drizzle's `sql` (data-modifying CTEs) run as one prepared statement;
+ * its first row.
+ */
+export async function runStatement<Row>(db: Database, statement: SQL): Promise<Row | undefined> {
+  const query = dialect.sqlToQuery(statement);
+  const [row] = await runPrepared<Row>(db, query.sql, query.params);
+  return row;
 }
 
 /**

@@ -8,8 +8,7 @@
 // change (a new translation, outbound deliveries, removing files) reads the event log or, for
 // files, the attachments' delete trigger: nothing else is written here.
 import { sql, type SQL } from "drizzle-orm";
-import { PgDialect } from "drizzle-orm/pg-core";
-import { runPrepared } from "../../../db/prepared.ts";
+import { runStatement } from "../../../db/prepared.ts";
 import {
   attachments,
   conversations,
@@ -36,15 +35,6 @@ import { messageRecordSql, type MessageRecord } from "../../records/message.ts";
 import { purgeDeletedFilesSoon } from "../files/purge-deleted.ts";
 import { translationEnabled, translationView } from "../translation/readers.ts";
 import { mentionedMembers, parseMentions } from "./post-message.ts";
-
-const dialect = new PgDialect();
-
-/** Runs a statement built with drizzle's sql as one prepared statement. */
-export async function runStatement<Row>(deps: Pick<Deps, "db">, statement: SQL): Promise<Row | undefined> {
-  const query = dialect.sqlToQuery(statement);
-  const [row] = await runPrepared<Row>(deps.db, query.sql, query.params);
-  return row;
-}
 
 /**
  * The CTE `target`: the message `messageId` where `place` says it is, not deleted, when the
@@ -145,7 +135,7 @@ export async function editMessage(
   const mentions = parseMentions(content);
   const { stream, scope } = eventHead(place);
   const row = await runStatement<EditRow>(
-    deps,
+    deps.db,
     sql`with ${targetCte(userId, place, messageId, now, sql`for no key update`)},
     allowed as (select t.id from target t
       where t.author_user_id = ${userId}::integer and t.author_webhook_id is null
@@ -199,7 +189,7 @@ export async function deleteMessage(
       'workspace_id', ${d}.workspace_id, 'channel_id', ${d}.channel_id,
       'conversation_id', ${d}.conversation_id, 'room_id', ${d}.room_id)`);
   const row = await runStatement<DeleteRow>(
-    deps,
+    deps.db,
     sql`with ${targetCte(userId, place, messageId, now, sql`for update`)},
     allowed as (select t.* from target t
       where (t.author_user_id = ${userId}::integer and t.author_webhook_id is null)

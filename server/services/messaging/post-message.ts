@@ -6,9 +6,8 @@
 // Nothing else is written here: push, translation, outbound webhooks and whatever comes next
 // read the event log (server/consumers/), so adding a feature never adds a statement to the post.
 import { and, eq, inArray, isNull, sql, type SQL } from "drizzle-orm";
-import { PgDialect } from "drizzle-orm/pg-core";
 import type { Database } from "../../../db/client.ts";
-import { arrayParam, runPrepared } from "../../../db/prepared.ts";
+import { arrayParam, runStatement } from "../../../db/prepared.ts";
 import {
   attachments,
   conversations,
@@ -69,9 +68,6 @@ export type PostOutcome =
   | { kind: "repeated"; record: MessageRecord }
   | { kind: "not_allowed" }
   | { kind: "guarded" };
-
-/** Renders the statement's SQL text and parameters (the text is the same for every post of one shape). */
-const dialect = new PgDialect();
 
 type PostRow = {
   allowed: number;
@@ -172,8 +168,7 @@ export async function postMessageOutcome(deps: Deps, input: PostMessageInput): P
     event: { ...event, sourceLanguage: null },
     also,
   });
-  const query = dialect.sqlToQuery(statement);
-  const [row] = await runPrepared<PostRow>(deps.db, query.sql, query.params);
+  const row = await runStatement<PostRow>(deps.db, statement);
   if (!row || row.allowed === 0) return { kind: "not_allowed" };
   if (!row.inserted && message.clientMessageId !== null && authorUser) {
     // A repeat (also one that lost a race, or whose files the first post claimed): one read, on this path only.

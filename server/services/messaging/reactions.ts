@@ -6,19 +6,13 @@
 // reads them without a query per message. Who reacted is in message_reactions. Each verb is one
 // statement after the token check, with its event (`reaction.added`, `reaction.removed`).
 import { sql } from "drizzle-orm";
+import { runStatement } from "../../../db/prepared.ts";
 import { messageReactions, messages, streamEvents } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
 import { forbidden, invalidField, notFound } from "../../errors.ts";
 import { MESSAGE_NOT_FOUND, postingRight, type MessageTarget } from "../../policy/places.ts";
 import type { MessageRecord } from "../../records/message.ts";
-import {
-  eventHead,
-  readerRecord,
-  readerViewColumns,
-  runStatement,
-  targetCte,
-  type ReaderViewRow,
-} from "./message-changes.ts";
+import { eventHead, readerRecord, readerViewColumns, targetCte, type ReaderViewRow } from "./message-changes.ts";
 
 /** Distinct emoji on one message at most. */
 export const MAX_REACTION_EMOJI = 50;
@@ -46,7 +40,7 @@ export async function addReaction(
   const { stream, scope } = eventHead(place);
   const has = sql`m.reactions @> jsonb_build_array(jsonb_build_object('emoji', ${emoji}::text))`;
   const row = await runStatement<ReactRow>(
-    deps,
+    deps.db,
     sql`with ${targetCte(userId, place, messageId, now, sql`for no key update`)},
     allowed as (select m.* from target m where exists (${postingRight({ userId }, place, now)})),
     fits as (select m.id from allowed m where ${has} or jsonb_array_length(m.reactions) < ${MAX_REACTION_EMOJI}::integer),
@@ -96,7 +90,7 @@ export async function removeReaction(
   const at = now.toISOString();
   const { stream, scope } = eventHead(place);
   const row = await runStatement<UnreactRow>(
-    deps,
+    deps.db,
     sql`with ${targetCte(userId, place, messageId, now, sql`for no key update`)},
     removed as (delete from ${messageReactions}
       where message_id in (select id from target) and emoji = ${emoji}::text and user_id = ${userId}::integer
@@ -130,7 +124,7 @@ export async function listReactions(
 ): Promise<ReactionList> {
   const now = deps.clock.now();
   const rows = await runStatement<{ found: number; list: ReactionList | null }>(
-    deps,
+    deps.db,
     sql`with ${targetCte(userId, place, messageId, now, sql``)}
     select (select count(*) from target)::integer as found,
       (select jsonb_agg(jsonb_build_object('emoji', x.r->>'emoji', 'count', (x.r->>'count')::integer,
