@@ -138,12 +138,17 @@ export function messageTargetOf(
 export function messageStream(
   message: Pick<Message, "workspaceId" | "channelId" | "conversationId" | "roomId">,
 ): Pick<EventEntry, "stream" | "scope"> {
-  if (message.roomId !== null) return { stream: streams.room(message.roomId), scope: { room_id: message.roomId } };
-  return message.conversationId !== null
-    ? { stream: streams.conversation(message.conversationId), scope: { conversation_id: message.conversationId } }
+  return placeStream(messageTargetOf(message));
+}
+
+/** The live stream that carries a place's messages, and the scope its events name. */
+export function placeStream(place: MessageTarget): Pick<EventEntry, "stream" | "scope"> {
+  if (place.kind === "room") return { stream: streams.room(place.roomId), scope: { room_id: place.roomId } };
+  return place.kind === "conversation"
+    ? { stream: streams.conversation(place.conversationId), scope: { conversation_id: place.conversationId } }
     : {
-        stream: streams.channel(message.channelId!),
-        scope: { workspace_id: message.workspaceId!, channel_id: message.channelId! },
+        stream: streams.channel(place.channelId),
+        scope: { workspace_id: place.workspaceId, channel_id: place.channelId },
       };
 }
 

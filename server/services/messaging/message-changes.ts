@@ -26,8 +26,8 @@ import { forbidden, invalidField, notFound } from "../../errors.ts";
 import {
   inPlace,
   MESSAGE_NOT_FOUND,
-  messageStream,
   moderatingRight,
+  placeStream,
   readingRight,
   type MessageTarget,
 } from "../../policy/places.ts";
@@ -107,12 +107,7 @@ export function readerRecord(
 
 /** The stream of a place's message events, and their scope as JSON for SQL. */
 export function eventHead(place: MessageTarget) {
-  const { stream, scope } = messageStream({
-    workspaceId: place.kind === "channel" ? place.workspaceId : null,
-    channelId: place.kind === "channel" ? place.channelId : null,
-    conversationId: place.kind === "conversation" ? place.conversationId : null,
-    roomId: place.kind === "room" ? place.roomId : null,
-  });
+  const { stream, scope } = placeStream(place);
   return { stream, scope: JSON.stringify(scope ?? {}) };
 }
 
