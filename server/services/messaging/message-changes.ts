@@ -16,8 +16,6 @@ import {
   messages,
   messageTranslations,
   streamEvents,
-  users,
-  workspaceMembers,
   type Language,
   type TranslationState,
 } from "../../../db/schema/index.ts";
@@ -33,7 +31,7 @@ import {
 } from "../../policy/places.ts";
 import { messageRecordSql, type MessageRecord } from "../../records/message.ts";
 import { purgeDeletedFilesSoon } from "../files/purge-deleted.ts";
-import { translationEnabled, translationView } from "../translation/readers.ts";
+import { translationEnabled, translationView, userReaderLanguageSql } from "../translation/readers.ts";
 import { mentionedMembers, parseMentions } from "./post-message.ts";
 
 /**
@@ -62,12 +60,7 @@ export type ReaderViewRow = {
  * it the caller's view (their language, their stored translation, their own reactions).
  */
 export function readerViewColumns(deps: Pick<Deps, "config">, userId: number, place: MessageTarget): SQL {
-  const memberLanguage =
-    place.kind === "channel"
-      ? sql`(select ${workspaceMembers.preferredLanguage} from ${workspaceMembers}
-          where ${workspaceMembers.workspaceId} = ${place.workspaceId} and ${workspaceMembers.userId} = ${userId})`
-      : sql`null::text`;
-  const readerLanguage = sql`coalesce(${memberLanguage}, (select ${users.preferredLanguage} from ${users} where ${users.id} = ${userId}))`;
+  const readerLanguage = userReaderLanguageSql(userId, place.kind === "channel" ? place.workspaceId : null);
   return sql`(select ${messageRecordSql("s", deps.config.appUrl)} from shown s) as record,
     (select s.language from shown s) as source_language,
     (select s.skip_translation from shown s) as skip_translation,

@@ -3,8 +3,8 @@
 //
 // A reader's language in a workspace is their member preferred_language there when set, else
 // their user preferred_language; in a direct conversation it is the user's.
-import { and, eq, sql, type SQL } from "drizzle-orm";
-import type { Executor } from "../../../db/client.ts";
+import { eq, sql, type SQL } from "drizzle-orm";
+import { rowsOf, type Executor } from "../../../db/client.ts";
 import {
   users,
   workspaceMembers,
@@ -21,23 +21,25 @@ export function readerLanguageOf(user: { preferredLanguage: Language }, memberLa
   return memberLanguage ?? user.preferredLanguage;
 }
 
-/** SQL for the language of the user in `userId` within the workspace joined as `member` (left join; may be null). */
-export function readerLanguageSql(): SQL<Language> {
-  return sql<Language>`coalesce(${workspaceMembers.preferredLanguage}, ${users.preferredLanguage})`;
+/**
+ * SQL for the language of user `userId` where they read: a workspace (its member row), or a
+ * conversation or room (null); null when there is no such user. For a statement that also
+ * answers in the reader's view (an edit, a reaction).
+ */
+export function userReaderLanguageSql(userId: number, workspaceId: string | null): SQL<Language | null> {
+  const memberLanguage =
+    workspaceId === null
+      ? sql`null::text`
+      : sql`(select ${workspaceMembers.preferredLanguage} from ${workspaceMembers}
+          where ${workspaceMembers.workspaceId} = ${workspaceId} and ${workspaceMembers.userId} = ${userId})`;
+  return sql<Language | null>`coalesce(${memberLanguage}, (select ${users.preferredLanguage} from ${users} where ${users.id} = ${userId}))`;
 }
 
 /** The caller's language where they read: a workspace (its member row), or a conversation (null). */
 export async function readerLanguage(db: Executor, userId: number, workspaceId: string | null): Promise<Language> {
-  const [row] = await db
-    .select({ language: readerLanguageSql() })
-    .from(users)
-    .leftJoin(
-      workspaceMembers,
-      workspaceId === null
-        ? sql`false`
-        : and(eq(workspaceMembers.userId, users.id), eq(workspaceMembers.workspaceId, workspaceId)),
-    )
-    .where(eq(users.id, userId));
+  const [row] = rowsOf<{ language: Language | null }>(
+    await db.execute(sql`select ${userReaderLanguageSql(userId, workspaceId)} as language`),
+  );
   return row?.language ?? "en";
 }
 
