@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { VISIBILITIES } from "../db/schema/index.ts";
 import { dataOf, listOf, listResponse } from "../server/records/common.ts";
-import { channelMemberRecord, channelRecord } from "../server/records/workspace.ts";
+import { channelListRecord, channelMemberRecord, channelRecord } from "../server/records/workspace.ts";
 import {
   addToChannel,
   createChannel,
@@ -27,11 +27,12 @@ export const channelsRouter = router({
         method: "GET",
         path: "/api/v1/workspaces/{workspace_id}/channels",
         tags,
-        description: "Public channels, and the private ones the caller is in.",
+        description:
+          "Public channels, and the private ones the caller is in, each with `is_member` and the caller's read state (`last_read_message_id`, `unread_count`, `mention_count`, `muted`; null on a public channel not joined). Counts stop at 1000.",
       },
     })
     .input(inWorkspace)
-    .output(listOf(channelRecord))
+    .output(listOf(channelListRecord))
     .query(async ({ ctx, input }) => listResponse(await listChannels(ctx.deps, ctx.auth.user.id, input.workspace_id))),
 
   create: authedProcedure

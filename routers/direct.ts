@@ -1,7 +1,7 @@
 // Direct (one-to-one) chat.
 import { z } from "zod";
 import { dataOf, listOf, listResponse } from "../server/records/common.ts";
-import { conversationRecord, participantRecord } from "../server/records/conversation.ts";
+import { conversationListRecord, conversationRecord, participantRecord } from "../server/records/conversation.ts";
 import { messageRecord } from "../server/records/message.ts";
 import {
   listConversations,
@@ -31,7 +31,7 @@ export const directRouter = router({
       },
     })
     .input(z.void())
-    .output(listOf(conversationRecord))
+    .output(listOf(conversationListRecord))
     .query(async ({ ctx }) => listResponse(await listConversations(ctx.deps, ctx.auth.user.id))),
 
   open: authedProcedure
@@ -74,7 +74,7 @@ export const directRouter = router({
       openapi: {
         summary: "List a direct conversation's messages",
         description:
-          "For its two participants (404 otherwise). Newest first; `limit` 1..100 (default 50), `before` a message id.",
+          "For its two participants (404 otherwise). Newest first; `limit` 1..100 (default 50), `before` a message id. `after` a message of the conversation pages forward (oldest first, `meta.next_cursor` to pass as `after`); `around` one answers it with up to floor(limit / 2) messages on each side (newest first, `meta.before_cursor` and `meta.after_cursor`). At most one of `before`, `after`, `around`.",
         method: "GET",
         path: "/api/v1/direct-conversations/{conversation_id}/messages",
         tags,

@@ -16,6 +16,7 @@ import { messagesRouter } from "./messages.ts";
 import { otpRouter } from "./otp.ts";
 import { outboundWebhooksRouter } from "./outbound-webhooks.ts";
 import { passwordResetRouter } from "./password-reset.ts";
+import { readStateRouter } from "./read-state.ts";
 import { roomsRouter } from "./rooms.ts";
 import { socialRouter } from "./social.ts";
 import { tokensRouter } from "./tokens.ts";
@@ -43,6 +44,7 @@ export const appRouter = router({
   outboundWebhooks: outboundWebhooksRouter,
   rooms: roomsRouter,
   roomMessage: roomMessageRouter,
+  readState: readStateRouter,
 });
 
 export type AppRouter = typeof appRouter;

@@ -13,16 +13,42 @@ import { resumable } from "./live.ts";
 const tags = ["Messages"];
 const channelPath = z.object({ workspace_id: z.string(), channel_id: z.string() });
 
+// `next_cursor` on `before` (and default) and `after` pages; `before_cursor` and `after_cursor`
+// on `around` pages only. Every key sent is present, with null for "nothing beyond".
 export const messagePageOutput = z.object({
   data: z.array(messageRecord),
-  meta: z.object({ next_cursor: z.string().nullable().describe("pass as `before` for the next (older) page") }),
+  meta: z.object({
+    next_cursor: z
+      .string()
+      .nullable()
+      .optional()
+      .describe(
+        "`before` and default pages: pass as `before` for the next (older) page; `after` pages: pass as `after` for the next (newer) page; null when there is none. Absent on `around` pages",
+      ),
+    before_cursor: z
+      .string()
+      .nullable()
+      .optional()
+      .describe("`around` pages only: the oldest id on the page, to pass as `before`; null when nothing is older"),
+    after_cursor: z
+      .string()
+      .nullable()
+      .optional()
+      .describe("`around` pages only: the newest id on the page, to pass as `after`; null when nothing is newer"),
+  }),
 });
+
+const messageCursor = z.string().regex(idPattern("message"), "The :attribute field must be a message id.");
 
 export const pageInput = {
   limit: z.number().int().min(1).max(100).optional(),
   // A cursor is a message id (a page's `next_cursor`); anything else is a 422, not an
   // unfiltered first page.
-  before: z.string().regex(idPattern("message"), "The :attribute field must be a message id.").optional(),
+  before: messageCursor.optional(),
+  // `after` and `around` must also be messages of the place listed (a 422 otherwise, from the
+  // service); `before`, `after` and `around` exclude each other.
+  after: messageCursor.optional(),
+  around: messageCursor.optional(),
 };
 
 /** Laravel's required_without: content is required unless attachments are sent. */
@@ -70,7 +96,7 @@ export const messagesRouter = router({
         path: "/api/v1/workspaces/{workspace_id}/channels/{channel_id}/messages",
         tags,
         description:
-          "Newest first. `limit` 1..100 (default 50), `before` a message id; `parent_message_id` lists a thread.",
+          "Newest first. `limit` 1..100 (default 50), `before` a message id; `parent_message_id` lists a thread. `after` a message id of the list pages forward (oldest first, `meta.next_cursor` to pass as `after`); `around` one answers it with up to floor(limit / 2) messages on each side (newest first, `meta.before_cursor` and `meta.after_cursor`). At most one of `before`, `after`, `around`.",
       },
     })
     .input(channelPath.extend({ ...pageInput, parent_message_id: z.string().optional() }))
@@ -80,7 +106,13 @@ export const messagesRouter = router({
         ctx.deps,
         ctx.auth.user.id,
         { workspaceId: input.workspace_id, channelId: input.channel_id },
-        { limit: input.limit, before: input.before, parentMessageId: input.parent_message_id },
+        {
+          limit: input.limit,
+          before: input.before,
+          after: input.after,
+          around: input.around,
+          parentMessageId: input.parent_message_id,
+        },
       ),
     ),
 

@@ -69,13 +69,19 @@ export const roomsRouter = router({
         method: "GET",
         path: "/api/v1/external/rooms/{room_id}/messages",
         tags,
-        description: "Its members only. Newest first; `limit` 1..100 (default 50), `before` a message id.",
+        description:
+          "Its members only. Newest first; `limit` 1..100 (default 50), `before` a message id. `after` a message of the room pages forward (oldest first, `meta.next_cursor` to pass as `after`); `around` one answers it with up to floor(limit / 2) messages on each side (newest first, `meta.before_cursor` and `meta.after_cursor`). At most one of `before`, `after`, `around`.",
       },
     })
     .input(roomPath.extend(pageInput))
     .output(messagePageOutput)
     .query(({ ctx, input }) =>
-      listRoomMessages(ctx.deps, ctx.auth.user.id, input.room_id, { limit: input.limit, before: input.before }),
+      listRoomMessages(ctx.deps, ctx.auth.user.id, input.room_id, {
+        limit: input.limit,
+        before: input.before,
+        after: input.after,
+        around: input.around,
+      }),
     ),
 
   post: authedProcedure

@@ -177,6 +177,25 @@ const R = {
     what: "a message of a temporary room",
     visibleTo: (caller) => IN_ROOM.includes(caller),
   },
+  // A message named in a read position's body (…/read, …/unread): 422 message_id when not there.
+  publicMessageInBody: {
+    level: "message",
+    what: "a message of a public channel",
+    visibleTo: inWorkspace,
+    missingStatus: 422,
+  },
+  conversationMessageInBody: {
+    level: "message",
+    what: "a message of the direct conversation",
+    visibleTo: (caller) => IN_CONVERSATION.includes(caller),
+    missingStatus: 422,
+  },
+  misplacedMessageInBody: {
+    level: "message",
+    what: "a message of another place",
+    visibleTo: () => false,
+    missingStatus: 422,
+  },
   /** A message named at the path of a place it is not in: not there, even for those who read it where it is. */
   misplacedMessage: { level: "message", what: "a message of another place", visibleTo: () => false },
 } satisfies Record<string, Link>;
@@ -529,6 +548,75 @@ const ROOM_MESSAGE_VERBS = messageVerbs(ROOM_MESSAGES, (t) => ({
   room_id: idOf(t, "room"),
   message_id: idOf(t, "message"),
 }));
+
+/**
+ * Read positions: a channel's members move theirs (403 for a public channel not joined); the
+ * message is named in the body, so one that is not there is 422 `message_id`.
+ */
+const READ_CHANNEL = [
+  ...CHANNEL_KINDS.map((kind) => ({
+    label: kind.label,
+    chain: [R.workspace, kind.link, kind.visibility === "public" ? R.publicMessageInBody : R.privateMessageInBody],
+    may: (caller: Caller) => kind.members.includes(caller),
+    target: freshMessage(channelSpot(kind), "owner"),
+    input: (t: Target) => ({
+      workspace_id: idOf(t, "workspace"),
+      id: idOf(t, "channel"),
+      message_id: idOf(t, "message"),
+    }),
+  })),
+  {
+    label: "#general, a member's message",
+    chain: [R.workspace, R.general, R.publicMessageInBody],
+    target: freshMessage(generalSpot, "member"),
+    input: (t: Target) => ({
+      workspace_id: idOf(t, "workspace"),
+      id: idOf(t, "channel"),
+      message_id: idOf(t, "message"),
+    }),
+  },
+  {
+    label: "#general, a message of the private channel",
+    chain: [R.workspace, R.general, R.misplacedMessageInBody],
+    target: async (): Promise<Target> => ({
+      ids: { workspace: w.workspace.id, channel: w.general.id, message: w.privateMessageIds[0]! },
+    }),
+    input: (t: Target) => ({
+      workspace_id: idOf(t, "workspace"),
+      id: idOf(t, "channel"),
+      message_id: idOf(t, "message"),
+    }),
+  },
+  {
+    label: FOREIGN,
+    chain: [R.workspace, R.foreignChannel, R.misplacedMessageInBody],
+    target: async (): Promise<Target> => ({
+      ids: { workspace: w.workspace.id, channel: w.foreign.channel.id, message: w.foreign.messageId },
+    }),
+    input: (t: Target) => ({
+      workspace_id: idOf(t, "workspace"),
+      id: idOf(t, "channel"),
+      message_id: idOf(t, "message"),
+    }),
+  },
+];
+const READ_CONVERSATION = [
+  {
+    chain: [R.conversation, R.conversationMessageInBody],
+    target: async (): Promise<Target> => ({
+      ids: { conversation: w.conversation.id, message: w.conversation.messageId },
+    }),
+    input: (t: Target) => ({ conversation_id: idOf(t, "conversation"), message_id: idOf(t, "message") }),
+  },
+  {
+    label: "a message of the other conversation",
+    chain: [R.conversation, R.misplacedMessageInBody],
+    target: async (): Promise<Target> => ({
+      ids: { conversation: w.conversation.id, message: w.privateMessageIds[1]! },
+    }),
+    input: (t: Target) => ({ conversation_id: idOf(t, "conversation"), message_id: idOf(t, "message") }),
+  },
+];
 
 const WALK: Walk = {
   // ---- accounts ----
@@ -1174,6 +1262,13 @@ const WALK: Walk = {
       input: (t) => ({ conversation_id: idOf(t, "conversation") }),
     },
   ],
+
+  // ---- read state ----
+  "readState.readChannel": READ_CHANNEL,
+  "readState.unreadChannel": READ_CHANNEL,
+  "readState.readConversation": READ_CONVERSATION,
+  "readState.unreadConversation": READ_CONVERSATION,
+  "readState.summary": [{ input: () => undefined }],
 
   // ---- live ----
   "events.onUser": [{ input: () => undefined }],

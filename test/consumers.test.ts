@@ -102,6 +102,6 @@ describe("the consumers' cursors", () => {
     const rows = rowsOf<{ name: string }>(
       await ctx.server.app.deps.db.execute(sql`select name from consumer_cursors order by name`),
     );
-    expect(rows.map((row) => row.name)).toEqual(["outbound", "push"]);
+    expect(rows.map((row) => row.name)).toEqual(["outbound", "push", "read-positions"]);
   });
 });

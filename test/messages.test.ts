@@ -655,6 +655,12 @@ describe("direct conversations", () => {
       last_message: latestBob.body.data,
       created_at: expect.stringMatching(ISO_WITH_OFFSET),
       updated_at: expect.stringMatching(ISO_WITH_OFFSET),
+      // Alice's read state (docs/unread.md): Bob's message is unread, and counts as a mention;
+      // her position is null or her own message, whether or not the read-positions consumer ran.
+      last_read_message_id: expect.toSatisfy((id: unknown) => id === null || typeof id === "string"),
+      unread_count: 1,
+      mention_count: 1,
+      muted: false,
     });
     expect(list.body.data[1].last_message).toEqual(
       expect.objectContaining({ content: "to carol", conversation_id: withCarol }),

@@ -34,6 +34,11 @@ const CHANGE_BUDGET = 2;
 /** A delete may be a transaction (BEGIN, its statement, COMMIT) after the token check. */
 const DELETE_BUDGET = 4;
 const IDLE_BUDGET_PER_MINUTE = 12;
+/** A read position (POST …/read, …/unread) and GET /api/v1/unread: the token check and one statement. */
+const READ_BUDGET = 2;
+/** The channel list with its counts: the token check, the workspace membership, the list. */
+const LIST_BUDGET = 3;
+const MANY_CHANNELS = 12;
 
 const WARMUP_MS = Number(process.env.STATEMENT_BUDGET_WARMUP_MS ?? 30_000);
 const WINDOW_MS = Number(process.env.STATEMENT_BUDGET_WINDOW_MS ?? 60_000);
@@ -211,6 +216,45 @@ describe.concurrent("requests", () => {
         expect((await ctx.api.delete(first.path, { token: first.token })).status).toBe(204);
         const { token, path } = await postedMessage();
         await expectWithin("a delete", (headers) => ctx.api.delete(path, { token, headers }), 204, DELETE_BUDGET);
+      });
+
+      it(`a read position moves in at most ${READ_BUDGET} statements, forward and back`, async () => {
+        const { channel, path } = await postedMessage();
+        const messageId = path.split("/").at(-1)!;
+        const base = `/api/v1/workspaces/${channel.workspaceId}/channels/${channel.channelId}`;
+        const token = channel.user.token;
+        expect((await ctx.api.post(`${base}/unread`, { message_id: messageId }, { token })).status).toBe(200);
+        await expectWithin(
+          "marking read",
+          (headers) => ctx.api.post(`${base}/read`, { message_id: messageId }, { token, headers }),
+          200,
+          READ_BUDGET,
+        );
+        await expectWithin(
+          "marking unread",
+          (headers) => ctx.api.post(`${base}/unread`, { message_id: messageId }, { token, headers }),
+          200,
+          READ_BUDGET,
+        );
+      });
+
+      it(`the channel list with every count, and GET /api/v1/unread, take as many statements for ${MANY_CHANNELS} channels as for one`, async () => {
+        const { channel } = await postedMessage();
+        const token = channel.user.token;
+        const list = `/api/v1/workspaces/${channel.workspaceId}/channels`;
+        for (let index = 0; index < MANY_CHANNELS; index++) {
+          const created = await ctx.api.post(list, { name: `Budget ${index}` }, { token });
+          expect(created.status).toBe(201);
+          const posted = await channel.post(token, {});
+          expect(posted.status).toBe(201);
+        }
+        await expectWithin("the channel list", (headers) => ctx.api.get(list, { token, headers }), 200, LIST_BUDGET);
+        await expectWithin(
+          "everything unread",
+          (headers) => ctx.api.get("/api/v1/unread", { token, headers }),
+          200,
+          READ_BUDGET,
+        );
       });
 
       it(`a post with a client_message_id runs at most ${POST_BUDGET} statements; a repeat of it reads once more`, async () => {

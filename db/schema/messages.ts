@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { bigint, boolean, index, integer, jsonb, pgTable, text, uniqueIndex } from "drizzle-orm/pg-core";
+import { bigint, boolean, index, integer, jsonb, pgTable, primaryKey, text, uniqueIndex } from "drizzle-orm/pg-core";
 import { timestamps, timestamptz } from "./columns.ts";
 import { users, type Language } from "./users.ts";
 import { rooms } from "./rooms.ts";
@@ -28,6 +28,28 @@ export const conversations = pgTable(
   (table) => [
     uniqueIndex("conversations_user_a_id_user_b_id_idx").on(table.userAId, table.userBId),
     index("conversations_user_b_id_idx").on(table.userBId),
+  ],
+);
+
+/**
+ * Each participant's read state in a direct conversation (docs/unread.md): their read position
+ * and whether they muted it. Both rows are written with the conversation.
+ */
+export const conversationReadStates = pgTable(
+  "conversation_read_states",
+  {
+    conversationId: text("conversation_id")
+      .notNull()
+      .references(() => conversations.id, { onDelete: "cascade" }),
+    userId: integer("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    lastReadMessageId: text("last_read_message_id"),
+    muted: boolean("muted").notNull().default(false),
+  },
+  (table) => [
+    primaryKey({ name: "conversation_read_states_pkey", columns: [table.conversationId, table.userId] }),
+    index("conversation_read_states_user_id_idx").on(table.userId),
   ],
 );
 
@@ -94,6 +116,19 @@ export const messages = pgTable(
     index("messages_channel_id_id_idx")
       .on(table.channelId, table.id)
       .where(sql`${table.parentMessageId} is null`),
+    // Unread counts and read positions (docs/unread.md): a channel's live messages after a
+    // position, read from the index alone (the migration adds `include (author_user_id,
+    // parent_message_id)`, which drizzle cannot declare).
+    index("messages_channel_unread_idx")
+      .on(table.channelId, table.id)
+      .where(sql`${table.deletedAt} is null`),
+    // Mention counts: the messages that mention anyone, per channel (replies included; the
+    // migration adds `include (author_user_id, mentions_channel, mentioned_user_ids)`).
+    index("messages_channel_mentions_idx")
+      .on(table.channelId, table.id)
+      .where(
+        sql`${table.deletedAt} is null and (${table.mentionsChannel} or ${table.mentionedUserIds} <> '{}'::integer[])`,
+      ),
     index("messages_parent_message_id_id_idx").on(table.parentMessageId, table.id),
     index("messages_conversation_id_id_idx").on(table.conversationId, table.id),
     index("messages_room_id_id_idx").on(table.roomId, table.id),

@@ -4,6 +4,10 @@ import { timestamps, timestamptz } from "./columns.ts";
 export const LANGUAGES = ["en", "zh-CN", "ja", "th", "id"] as const;
 export type Language = (typeof LANGUAGES)[number];
 
+/** A user's default push level for channel messages (`mentions` unless set), and a channel's own setting. */
+export const CHANNEL_PUSH_LEVELS = ["all", "mentions", "none"] as const;
+export type ChannelPushLevel = (typeof CHANNEL_PUSH_LEVELS)[number];
+
 export const PLANS = ["free", "personal_pro"] as const;
 export type Plan = (typeof PLANS)[number];
 
@@ -23,6 +27,8 @@ export const users = pgTable(
     preferredLanguage: text("preferred_language").$type<Language>().notNull().default("en"),
     avatarUrl: varchar("avatar_url", { length: 2048 }),
     plan: text("plan").$type<Plan>().notNull().default("free"),
+    /** Push for channel messages by default (docs/push.md): every message, mentions only, or none. */
+    channelPush: text("channel_push").$type<ChannelPushLevel>().notNull().default("mentions"),
     ...timestamps,
   },
   (table) => [uniqueIndex("users_email_idx").on(table.email)],

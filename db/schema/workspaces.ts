@@ -1,6 +1,6 @@
 import { boolean, index, integer, pgTable, primaryKey, text, uniqueIndex, varchar } from "drizzle-orm/pg-core";
 import { timestamps, timestamptz } from "./columns.ts";
-import { users, type Language } from "./users.ts";
+import { users, type ChannelPushLevel, type Language } from "./users.ts";
 
 export const VISIBILITIES = ["public", "private"] as const;
 export type Visibility = (typeof VISIBILITIES)[number];
@@ -75,6 +75,15 @@ export const channelMembers = pgTable(
       .notNull()
       .references(() => users.id, { onDelete: "cascade" }),
     joinedAt: timestamptz("joined_at").notNull().defaultNow(),
+    /**
+     * The member's read position (docs/unread.md): everything up to this message id is read.
+     * Set to the channel's newest message when they join; null when the channel had none.
+     */
+    lastReadMessageId: text("last_read_message_id"),
+    /** Push level here; `default` follows the user's own `channel_push`. */
+    push: text("push").$type<"default" | ChannelPushLevel>().notNull().default("default"),
+    /** A muted channel pushes nothing and adds nothing to the badge. */
+    muted: boolean("muted").notNull().default(false),
   },
   (table) => [
     primaryKey({ name: "channel_members_pkey", columns: [table.channelId, table.userId] }),

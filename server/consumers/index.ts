@@ -8,10 +8,11 @@ import { translationEnabled } from "../services/translation/readers.ts";
 import { ConsumerKit, type Consumer } from "./kit.ts";
 import { outboundConsumer } from "./outbound.ts";
 import { pushConsumer } from "./push.ts";
+import { readPositionsConsumer } from "./read-positions.ts";
 import { translationConsumer } from "./translation.ts";
 
 export function createConsumers(deps: { db: Database; clock: Clock; logger: Logger; config: Config }): ConsumerKit {
-  const consumers: Consumer[] = [pushConsumer(deps), outboundConsumer(deps)];
+  const consumers: Consumer[] = [readPositionsConsumer(deps), pushConsumer(deps), outboundConsumer(deps)];
   if (translationEnabled(deps.config)) consumers.push(translationConsumer(deps));
   return new ConsumerKit(deps, consumers);
 }

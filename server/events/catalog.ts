@@ -48,6 +48,16 @@ export const eventData = {
   "reaction.added": reactionChange,
   /** Someone took a reaction back; `count`: the emoji's count after it (0: it is gone from the message). */
   "reaction.removed": reactionChange,
+  /**
+   * On the reader's own stream: their read position in the event's channel (workspace_id and
+   * channel_id) or conversation (conversation_id) moved, with the counts after it, so that every
+   * device of theirs updates its badge.
+   */
+  "read.updated": z.object({
+    last_read_message_id: z.string().nullable(),
+    unread_count: z.number().int(),
+    mention_count: z.number().int(),
+  }),
   /** Ephemeral: published to subscribers, never stored or replayed. */
   typing: z.object({ user: z.object({ id: z.number().int(), name: z.string() }) }),
   "user.updated": z.object({ user: userRecord }),
@@ -100,6 +110,7 @@ export const liveEvent = z.discriminatedUnion("type", [
   liveEventOf("reaction.added"),
   liveEventOf("reaction.removed"),
   liveEventOf("translation.ready"),
+  liveEventOf("read.updated"),
   liveEventOf("typing"),
   liveEventOf("user.updated"),
   liveEventOf("workspace.joined"),

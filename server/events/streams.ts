@@ -48,6 +48,8 @@ export type EventPayload = {
   data: Record<string, unknown>;
   audience?: Audience;
   source_language?: Language | null;
+  /** read.updated only, for the push consumer: the read lowered the reader's badge (docs/push.md). */
+  lowers_badge?: boolean;
 };
 
 /** The stored payload of an entry, its data checked against the event type's schema. */

@@ -21,6 +21,8 @@ const EVENT_SUMMARIES: Record<EventType, string> = {
     "A message was deleted (a thread parent with replies stays as a tombstone; when it goes with its last reply, a second event names it).",
   "reaction.added": "Someone reacted to a message; `count` is the emoji's count after it.",
   "reaction.removed": "Someone took a reaction back; `count` is the emoji's count after it (0: gone).",
+  "read.updated":
+    "On the reader's own stream: their read position in a channel or conversation moved; the counts after it, for every device's badge.",
   "translation.ready": "A message's translation into the subscriber's language is stored, or was given up on.",
   typing: "Someone is typing. Ephemeral: never stored or replayed; `id` is the subscription's current position.",
   "user.updated": "The subscriber's own account changed.",
@@ -51,9 +53,10 @@ const MESSAGE_EVENTS: EventType[] = [
 const SUBSCRIPTIONS: Record<string, { summary: string; events: EventType[] }> = {
   "events.onUser": {
     summary:
-      "Everything the user can see: their account, their workspaces' membership and channel events, messages in their channels and conversations. Temporary rooms are not part of it (rooms.onRoom).",
+      "Everything the user can see: their account, their own read positions, their workspaces' membership and channel events, messages in their channels and conversations. Temporary rooms are not part of it (rooms.onRoom).",
     events: [
       "user.updated",
+      "read.updated",
       "workspace.joined",
       "conversation.created",
       ...MESSAGE_EVENTS,

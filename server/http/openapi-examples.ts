@@ -58,6 +58,10 @@ export const REQUEST_EXAMPLES: Record<string, Record<string, unknown>> = {
   "direct-open": { participant_user_id: 42 },
   "direct-resolve": { email: "bob@example.com" },
   "direct-post": { content: "Hi Bob" },
+  "readState-readChannel": { message_id: "msg_01KB2X7M9Q4T8V6W3Z5Y1R0N2P" },
+  "readState-unreadChannel": { message_id: "msg_01KB2X7M9Q4T8V6W3Z5Y1R0N2P" },
+  "readState-readConversation": { message_id: "msg_01KB2X7M9Q4T8V6W3Z5Y1R0N2P" },
+  "readState-unreadConversation": { message_id: "msg_01KB2X7M9Q4T8V6W3Z5Y1R0N2P" },
   "webhooks-create": { name: "CI", bot_name: "CI bot", bot_avatar_url: "https://example.com/ci.png" },
   "webhooks-update": { bot_name: "Build bot", regenerate_secret: true },
   "outboundWebhooks-create": {

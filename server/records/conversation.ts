@@ -3,6 +3,7 @@ import type { Conversation, User } from "../../db/schema/index.ts";
 import { isoTimestamp } from "../clock.ts";
 import { timestamp } from "./common.ts";
 import { messageRecord, type MessageRecord } from "./message.ts";
+import { readStateFields } from "./workspace.ts";
 
 export const participantRecord = z
   .object({
@@ -22,6 +23,19 @@ export const conversationRecord = z
     updated_at: timestamp,
   })
   .meta({ id: "DirectConversation" });
+
+/** A conversation in the caller's list, with their read state (docs/unread.md). */
+export const conversationListRecord = conversationRecord
+  .extend({
+    last_read_message_id: readStateFields.last_read_message_id,
+    unread_count: z.number().int().describe("messages after the position, not yours (stops at 1000)"),
+    mention_count: z
+      .number()
+      .int()
+      .describe("in a conversation every unread message counts as a mention, replies included (stops at 1000)"),
+    muted: z.boolean(),
+  })
+  .meta({ id: "DirectConversationWithReadState" });
 
 export function toParticipantRecord(user: User): z.infer<typeof participantRecord> {
   return { id: user.id, name: user.name, email: user.email, avatar_url: user.avatarUrl };

@@ -60,6 +60,23 @@ export const channelRecord = z
   })
   .meta({ id: "Channel" });
 
+/** The caller's read state on a record of a list (docs/unread.md): null where they keep none. */
+export const readStateFields = {
+  last_read_message_id: z.string().nullable().describe("everything up to this message is read (null: nothing yet)"),
+  unread_count: z.number().int().nullable().describe("top-level messages after the position, not yours (stops at 1000)"),
+  mention_count: z
+    .number()
+    .int()
+    .nullable()
+    .describe("messages after the position that mention you, replies included (stops at 1000)"),
+  muted: z.boolean().nullable().describe("a muted place pushes nothing and adds nothing to the badge"),
+};
+
+/** A channel in the caller's channel list: with `is_member`, and their read state (nulls when not a member). */
+export const channelListRecord = channelRecord
+  .extend({ is_member: z.boolean(), ...readStateFields })
+  .meta({ id: "ChannelWithReadState" });
+
 export function toChannelRecord(channel: Channel): z.infer<typeof channelRecord> {
   return {
     id: channel.id,

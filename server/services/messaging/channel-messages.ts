@@ -4,22 +4,24 @@ import type { MessageType, User } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
 import { invalidField } from "../../errors.ts";
 import { postRefusal, requireVisibleChannel } from "../../policy/places.ts";
-import { channelScope, messagePage } from "./history.ts";
+import { channelScope, messagePage, type PageRequest } from "./history.ts";
 import { postMessage } from "./post-message.ts";
 
 export async function listChannelMessages(
   deps: Deps,
   userId: number,
   path: { workspaceId: string; channelId: string },
-  page: { limit?: number | undefined; before?: string | undefined; parentMessageId?: string | undefined },
+  page: PageRequest & { parentMessageId?: string | undefined },
 ) {
   const { channel } = await requireVisibleChannel(deps.db, path.workspaceId, userId, path.channelId);
-  return messagePage(
-    deps,
-    { userId, workspaceId: path.workspaceId },
-    channelScope(channel.id, page.parentMessageId),
-    page,
-  );
+  // The scope is also what `after` and `around` must name: a top-level message of the channel,
+  // or a reply of that thread.
+  return messagePage(deps, { userId, workspaceId: path.workspaceId }, channelScope(channel.id, page.parentMessageId), {
+    limit: page.limit,
+    before: page.before,
+    after: page.after,
+    around: page.around,
+  });
 }
 
 export async function postChannelMessage(

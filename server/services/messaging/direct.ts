@@ -1,7 +1,14 @@
 // One-to-one conversations: create-or-get with another user, list the caller's, and their
 // messages. Only the two participants see anything of a conversation (404 otherwise).
-import { and, desc, eq, inArray, or } from "drizzle-orm";
-import { conversations, messages, users, type Conversation, type User } from "../../../db/schema/index.ts";
+import { and, desc, eq, inArray, or, sql } from "drizzle-orm";
+import {
+  conversationReadStates,
+  conversations,
+  messages,
+  users,
+  type Conversation,
+  type User,
+} from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
 import { invalidField, notFound } from "../../errors.ts";
 import { streams, writeWithEvents } from "../../events/streams.ts";
@@ -10,8 +17,9 @@ import { toConversationRecord, toParticipantRecord } from "../../records/convers
 import type { MessageRecord } from "../../records/message.ts";
 import { normaliseEmail } from "../accounts/sign-in.ts";
 import { postRefusal, requireParticipant } from "../../policy/places.ts";
-import { messagePage } from "./history.ts";
+import { messagePage, type PageRequest } from "./history.ts";
 import { postMessage } from "./post-message.ts";
+import { conversationMentionCount, conversationUnreadCount } from "./unread-counts.ts";
 
 export const USER_NOT_FOUND = "No user has that e-mail address.";
 
@@ -41,6 +49,13 @@ export async function openConversation(deps: Deps, userId: number, participantUs
       .values({ id: newId("conversation", now.getTime()), userAId, userBId, createdAt: now, updatedAt: now })
       .onConflictDoNothing({ target: [conversations.userAId, conversations.userBId] })
       .returning();
+    // Each participant's read state: a new conversation has no message to start at (docs/unread.md).
+    if (row) {
+      await tx.insert(conversationReadStates).values([
+        { conversationId: row.id, userId: userAId },
+        { conversationId: row.id, userId: userBId },
+      ]);
+    }
     // Both participants' own streams follow them into it.
     for (const participant of row ? [userAId, userBId] : []) {
       const scope = { conversation_id: row!.id };
@@ -68,11 +83,27 @@ export async function openConversation(deps: Deps, userId: number, participantUs
 }
 
 export async function listConversations(deps: Deps, userId: number) {
-  const rows = await deps.db
-    .select()
+  // Each with the caller's read state (docs/unread.md), in the same query.
+  const states = await deps.db
+    .select({
+      conversation: conversations,
+      lastRead: conversationReadStates.lastReadMessageId,
+      muted: conversationReadStates.muted,
+      unread: conversationUnreadCount(userId, sql`${conversations.id}`, sql`${conversationReadStates.lastReadMessageId}`),
+      mentions: conversationMentionCount(
+        userId,
+        sql`${conversations.id}`,
+        sql`${conversationReadStates.lastReadMessageId}`,
+      ),
+    })
     .from(conversations)
+    .leftJoin(
+      conversationReadStates,
+      and(eq(conversationReadStates.conversationId, conversations.id), eq(conversationReadStates.userId, userId)),
+    )
     .where(or(eq(conversations.userAId, userId), eq(conversations.userBId, userId)))
     .orderBy(desc(conversations.updatedAt), desc(conversations.id));
+  const rows = states.map((state) => state.conversation);
   const others = rows.length
     ? await deps.db
         .select()
@@ -90,13 +121,17 @@ export async function listConversations(deps: Deps, userId: number) {
     userId,
     rows.flatMap((row) => (row.lastMessageId ? [row.lastMessageId] : [])),
   );
-  return rows.map((row) =>
-    toConversationRecord(
+  return states.map(({ conversation: row, lastRead, muted, unread, mentions }) => ({
+    ...toConversationRecord(
       row,
       usersById.get(otherUserId(row, userId))!,
       row.lastMessageId ? (last.get(row.lastMessageId) ?? null) : null,
     ),
-  );
+    last_read_message_id: lastRead,
+    unread_count: Number(unread),
+    mention_count: Number(mentions),
+    muted: muted ?? false,
+  }));
 }
 
 export async function resolveRecipient(deps: Deps, email: string) {
@@ -109,14 +144,14 @@ export async function resolveRecipient(deps: Deps, email: string) {
   return toParticipantRecord(user);
 }
 
-export async function listDirectMessages(
-  deps: Deps,
-  userId: number,
-  conversationId: string,
-  page: { limit?: number | undefined; before?: string | undefined },
-) {
+export async function listDirectMessages(deps: Deps, userId: number, conversationId: string, page: PageRequest) {
   const conversation = await requireParticipant(deps, userId, conversationId);
-  return messagePage(deps, { userId, workspaceId: null }, eq(messages.conversationId, conversation.id), page);
+  return messagePage(deps, { userId, workspaceId: null }, eq(messages.conversationId, conversation.id), {
+    limit: page.limit,
+    before: page.before,
+    after: page.after,
+    around: page.around,
+  });
 }
 
 export async function postDirectMessage(

@@ -1,10 +1,20 @@
-// Message history pages, newest first, by cursor: `before` is a message id (ids are
-// time-ordered), `next_cursor` the id to pass next, or null at the beginning. Each message
-// carries its translation for the reader (translation/readers.ts); one owed to them that
-// nobody asked for yet is asked for now (a pending row and a job).
-import { and, desc, eq, inArray, isNull, lt, sql, type SQL } from "drizzle-orm";
+// Message history pages by cursor (ids are time-ordered, compared as text):
+// - `before` (or none): newest first, the `limit` messages older than it; `next_cursor` is the id
+//   to pass as `before` next, or null at the beginning.
+// - `after`: oldest first, the `limit` messages newer than it; `next_cursor` is the id to pass as
+//   `after` next, or null at the end.
+// - `around`: that message with up to floor(limit / 2) messages on each side, newest first;
+//   `before_cursor` (the oldest on the page) and `after_cursor` (the newest), each null when
+//   nothing lies beyond.
+// `before`, `after` and `around` exclude each other (422 on the later key); an `after` or `around`
+// that is not a message of the scope is a 422 on its key (`before` is a bare position, as ever).
+// Each message carries its translation for the reader (translation/readers.ts); one owed to them
+// that nobody asked for yet is asked for now (a pending row and a job).
+import { and, asc, desc, eq, gte, inArray, isNull, lt, sql, type SQL } from "drizzle-orm";
+import { unionAll } from "drizzle-orm/pg-core";
 import { attachments, messageReactions, messages, users, type Attachment } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
+import { invalidField } from "../../errors.ts";
 import { toMessageRecord, type MessageRecord } from "../../records/message.ts";
 import { requestTranslations, storedTranslations } from "../translation/jobs.ts";
 import { readerLanguage, translationEnabled, translationOwed, translationView } from "../translation/readers.ts";
@@ -14,31 +24,101 @@ export const DEFAULT_PAGE = 50;
 /** Who reads the page: the user, in a workspace (its member language applies) or a conversation (null). */
 export type Reader = { userId: number; workspaceId: string | null };
 
+/** What a history request asks for: at most one of `before`, `after` and `around`. */
+export type PageRequest = {
+  limit?: number | undefined;
+  before?: string | undefined;
+  after?: string | undefined;
+  around?: string | undefined;
+};
+
+/** `next_cursor` on `before` (and default) and `after` pages; the two cursors on `around` pages. */
+export type PageMeta = { next_cursor: string | null } | { before_cursor: string | null; after_cursor: string | null };
+
+export type MessagePage = { data: MessageRecord[]; meta: PageMeta };
+
+/** The 422 for keys sent together: the later one of before, after, around (Laravel's missing_with). */
+function exclusiveCursors(page: PageRequest): void {
+  if (page.around !== undefined && (page.before !== undefined || page.after !== undefined)) {
+    const present = [page.before !== undefined && "before", page.after !== undefined && "after"].filter(Boolean);
+    throw invalidField("around", `The around field must be missing when ${present.join(" / ")} is present.`);
+  }
+  if (page.after !== undefined && page.before !== undefined)
+    throw invalidField("after", "The after field must be missing when before is present.");
+}
+
+const notInScope = (key: "after" | "around") => invalidField(key, `The selected ${key} is invalid.`);
+
 export async function messagePage(
   deps: Pick<Deps, "db" | "config" | "clock" | "jobOutbox">,
   reader: Reader,
   scope: SQL,
-  page: { limit?: number | undefined; before?: string | undefined },
-): Promise<{ data: MessageRecord[]; meta: { next_cursor: string | null } }> {
+  page: PageRequest,
+): Promise<MessagePage> {
+  exclusiveCursors(page);
   const { db } = deps;
   const limit = page.limit ?? DEFAULT_PAGE;
   const translating = translationEnabled(deps.config);
   const language = translating ? readerLanguage(db, reader.userId, reader.workspaceId) : undefined;
-  const rows = await db
-    .select({
-      message: messages,
-      author: { id: users.id, name: users.name, avatarUrl: users.avatarUrl },
-      // The reader's own reactions (each reaction's `me`), in the page's one query.
-      mine: sql<string[] | null>`case when ${messages.reactions} <> '[]'::jsonb then
-        (select array_agg(${messageReactions.emoji}) from ${messageReactions}
-          where ${messageReactions.messageId} = ${messages.id} and ${messageReactions.userId} = ${reader.userId}) end`,
-    })
-    .from(messages)
-    .leftJoin(users, eq(users.id, messages.authorUserId))
-    .where(page.before ? and(scope, lt(messages.id, page.before)) : scope)
-    .orderBy(desc(messages.id))
-    .limit(limit + 1);
-  const pageRows = rows.slice(0, limit);
+  // The page's rows in one statement: each message with its author and the reader's own
+  // reactions (each reaction's `me`).
+  const rowsWhere = (where: SQL | undefined) =>
+    db
+      .select({
+        message: messages,
+        author: { id: users.id, name: users.name, avatarUrl: users.avatarUrl },
+        mine: sql<string[] | null>`case when ${messages.reactions} <> '[]'::jsonb then
+          (select array_agg(${messageReactions.emoji}) from ${messageReactions}
+            where ${messageReactions.messageId} = ${messages.id} and ${messageReactions.userId} = ${reader.userId}) end`,
+      })
+      .from(messages)
+      .leftJoin(users, eq(users.id, messages.authorUserId))
+      .where(where)
+      .$dynamic();
+  type Row = Awaited<ReturnType<typeof rowsWhere>>[number];
+
+  let pageRows: Row[];
+  let meta: PageMeta;
+  if (page.after !== undefined) {
+    // The anchor itself comes first when it is a message of the scope (the check, folded in),
+    // then up to `limit` + 1 newer ones (the extra one tells whether another page follows).
+    const rows = await rowsWhere(and(scope, gte(messages.id, page.after)))
+      .orderBy(asc(messages.id))
+      .limit(limit + 2);
+    if (rows[0]?.message.id !== page.after) throw notInScope("after");
+    pageRows = rows.slice(1, limit + 1);
+    meta = { next_cursor: rows.length > limit + 1 ? pageRows.at(-1)!.message.id : null };
+  } else if (page.around !== undefined) {
+    const around = page.around;
+    const half = Math.floor(limit / 2);
+    // One statement: up to half + 1 older messages, and the anchor with up to half + 1 newer.
+    const rows = await unionAll(
+      rowsWhere(and(scope, lt(messages.id, around)))
+        .orderBy(desc(messages.id))
+        .limit(half + 1),
+      rowsWhere(and(scope, gte(messages.id, around)))
+        .orderBy(asc(messages.id))
+        .limit(half + 2),
+    );
+    const anchor = rows.find((row) => row.message.id === around);
+    if (!anchor) throw notInScope("around");
+    const older = rows.filter((row) => row.message.id < around).sort((a, b) => (a.message.id < b.message.id ? 1 : -1));
+    const newer = rows.filter((row) => row.message.id > around).sort((a, b) => (a.message.id < b.message.id ? -1 : 1));
+    const olderShown = older.slice(0, half);
+    const newerShown = newer.slice(0, half);
+    pageRows = [...newerShown.reverse(), anchor, ...olderShown];
+    meta = {
+      before_cursor: older.length > half ? pageRows.at(-1)!.message.id : null,
+      after_cursor: newer.length > half ? pageRows[0]!.message.id : null,
+    };
+  } else {
+    const rows = await rowsWhere(page.before ? and(scope, lt(messages.id, page.before)) : scope)
+      .orderBy(desc(messages.id))
+      .limit(limit + 1);
+    pageRows = rows.slice(0, limit);
+    meta = { next_cursor: rows.length > limit ? pageRows.at(-1)!.message.id : null };
+  }
+
   const files = pageRows.length
     ? await db
         .select()
@@ -78,7 +158,7 @@ export async function messagePage(
         row.mine ?? [],
       ),
     ),
-    meta: { next_cursor: rows.length > limit ? pageRows.at(-1)!.message.id : null },
+    meta,
   };
 }
 

@@ -7,17 +7,12 @@ import type { Auth } from "../../context.ts";
 import type { Deps } from "../../deps.ts";
 import { LiveSubscription } from "../../events/live-subscription.ts";
 import { streams } from "../../events/streams.ts";
-import { messagePage } from "../messaging/history.ts";
+import { messagePage, type PageRequest } from "../messaging/history.ts";
 import { readerView } from "../messaging/live.ts";
 import { postMessage } from "../messaging/post-message.ts";
 import { postRefusal, requireRoomMember } from "../../policy/places.ts";
 
-export async function listRoomMessages(
-  deps: Deps,
-  userId: number,
-  roomId: string,
-  page: { limit?: number | undefined; before?: string | undefined },
-) {
+export async function listRoomMessages(deps: Deps, userId: number, roomId: string, page: PageRequest) {
   await requireRoomMember(deps, userId, roomId);
   return messagePage(deps, { userId, workspaceId: null }, eq(messages.roomId, roomId), page);
 }

@@ -1,7 +1,7 @@
 // Channels: any member sees public channels; private channels are seen by their channel
 // members only. Owners and admins create, update and delete; members join (with the
 // channel's password when it has one) and add others to private channels they are in.
-import { and, asc, eq, exists, or } from "drizzle-orm";
+import { and, asc, eq, isNotNull, or, sql } from "drizzle-orm";
 import {
   channelMembers,
   channels,
@@ -20,6 +20,7 @@ import { isChannelMember, requireVisibleChannel } from "../../policy/places.ts";
 import { hashPassword } from "../accounts/passwords.ts";
 import { purgeDeletedFilesSoon } from "../files/purge-deleted.ts";
 import { canManage, requireManager, requireManagerRole, requireMember } from "../../policy/workspaces.ts";
+import { channelMentionCount, channelStartPosition, channelUnreadCount } from "../messaging/unread-counts.ts";
 import { workspaceEvent } from "./events.ts";
 import { checkJoinPassword, insertWithSlug, SLUG_TAKEN } from "./workspaces.ts";
 
@@ -36,27 +37,42 @@ function channelAudience(channel: Pick<Channel, "id" | "visibility">, aboutUserI
   return aboutUserId === undefined ? { channel_id: channel.id } : { channel_id: channel.id, user_id: aboutUserId };
 }
 
+/**
+ * Public channels and the private ones the caller is in, each with the caller's read state
+ * (docs/unread.md): their position, counts and `muted` where they are a member, nulls on a
+ * public channel they have not joined. One query after the membership check, however many
+ * channels: each count is an index range that stops at COUNT_CAP.
+ */
 export async function listChannels(deps: Deps, userId: number, workspaceId: string) {
   await requireMember(deps.db, workspaceId, userId);
   const rows = await deps.db
-    .select()
+    .select({
+      channel: channels,
+      isMember: sql<boolean>`${channelMembers.userId} is not null`,
+      lastRead: channelMembers.lastReadMessageId,
+      muted: channelMembers.muted,
+      unread: sql<number | null>`case when ${channelMembers.userId} is not null
+        then ${channelUnreadCount(userId, sql`${channels.id}`, sql`${channelMembers.lastReadMessageId}`)} end`,
+      mentions: sql<number | null>`case when ${channelMembers.userId} is not null
+        then ${channelMentionCount(userId, sql`${channels.id}`, sql`${channelMembers.lastReadMessageId}`)} end`,
+    })
     .from(channels)
+    .leftJoin(channelMembers, and(eq(channelMembers.channelId, channels.id), eq(channelMembers.userId, userId)))
     .where(
       and(
         eq(channels.workspaceId, workspaceId),
-        or(
-          eq(channels.visibility, "public"),
-          exists(
-            deps.db
-              .select({ one: channelMembers.userId })
-              .from(channelMembers)
-              .where(and(eq(channelMembers.channelId, channels.id), eq(channelMembers.userId, userId))),
-          ),
-        ),
+        or(eq(channels.visibility, "public"), isNotNull(channelMembers.userId)),
       ),
     )
     .orderBy(asc(channels.name), asc(channels.id));
-  return rows.map(toChannelRecord);
+  return rows.map((row) => ({
+    ...toChannelRecord(row.channel),
+    is_member: row.isMember,
+    last_read_message_id: row.isMember ? row.lastRead : null,
+    unread_count: row.isMember ? Number(row.unread) : null,
+    mention_count: row.isMember ? Number(row.mentions) : null,
+    muted: row.isMember ? row.muted : null,
+  }));
 }
 
 type ChannelInput = {
@@ -185,7 +201,8 @@ async function addChannelMember(deps: Deps, workspaceId: string, channel: Channe
   await writeWithEvents(deps, async (tx, emit) => {
     const inserted = await tx
       .insert(channelMembers)
-      .values({ channelId: channel.id, userId, joinedAt: deps.clock.now() })
+      // Joining starts the read position at the newest message (docs/unread.md).
+      .values({ channelId: channel.id, userId, joinedAt: deps.clock.now(), lastReadMessageId: channelStartPosition(channel.id) })
       .onConflictDoNothing()
       .returning({ userId: channelMembers.userId });
     if (inserted.length === 0) return;

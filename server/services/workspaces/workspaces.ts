@@ -21,6 +21,7 @@ import type { ThrottleBucket } from "../throttle.ts";
 import { memberCount, requireMember, WORKSPACE_NOT_FOUND } from "../../policy/workspaces.ts";
 import type { EventEntry } from "../../events/catalog.ts";
 import { streams, writeWithEvents } from "../../events/streams.ts";
+import { channelStartPosition } from "../messaging/unread-counts.ts";
 import { workspaceEvent } from "./events.ts";
 import { slugCandidates, slugify } from "./slugs.ts";
 
@@ -154,7 +155,10 @@ async function addMember(
     .from(channels)
     .where(and(eq(channels.workspaceId, workspace.id), eq(channels.isGeneral, true)));
   if (general) {
-    await tx.insert(channelMembers).values({ channelId: general.id, userId, joinedAt: now }).onConflictDoNothing();
+    await tx
+      .insert(channelMembers)
+      .values({ channelId: general.id, userId, joinedAt: now, lastReadMessageId: channelStartPosition(general.id) })
+      .onConflictDoNothing();
   }
   return { role: inserted.role, added: true, memberId: inserted.id };
 }
