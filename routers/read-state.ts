@@ -124,13 +124,7 @@ export const readStateRouter = router({
     .input(conversationInput)
     .output(dataOf(placeCounts))
     .mutation(async ({ ctx, input }) => ({
-      data: await moveReadPosition(
-        ctx.deps,
-        ctx.auth.user.id,
-        conversationPlace(input),
-        input.message_id,
-        "unread",
-      ),
+      data: await moveReadPosition(ctx.deps, ctx.auth.user.id, conversationPlace(input), input.message_id, "unread"),
     })),
 
   summary: authedProcedure

@@ -13,7 +13,11 @@ import { statementsOf } from "./helpers/statements.ts";
 
 const ctx = useTestServer();
 
-function createdEvents(count: number, place: { workspaceId: string; channelId: string }, authorId: number): LoggedEvent[] {
+function createdEvents(
+  count: number,
+  place: { workspaceId: string; channelId: string },
+  authorId: number,
+): LoggedEvent[] {
   return Array.from({ length: count }, (_, index) => ({
     position: index + 1,
     createdAt: new Date(),
@@ -56,9 +60,7 @@ describe("the push consumer", () => {
     for (const size of [1, 10, 100]) {
       const scope = `push-batch-${size}-${Math.random()}`;
       const mark = counter.total();
-      const result = await statementScope(scope, () =>
-        consumer.handle(createdEvents(size, place, author.id), move),
-      );
+      const result = await statementScope(scope, () => consumer.handle(createdEvents(size, place, author.id), move));
       expect(result).toEqual({ wrote: "jobs" });
       perMessage.push(counter.inScope(scope, mark).count / size);
     }
@@ -71,25 +73,27 @@ describe("the push consumer", () => {
     const { deps } = ctx.server.app;
     const consumer = pushConsumer({ db: deps.db as Database, clock: deps.clock });
     // As the consumer sees it after a refresh that found no device.
-    await deps.db.transaction(async (tx) => {
-      const inner = pushConsumer({ db: tx as unknown as Database, clock: deps.clock });
-      await tx.execute(sql`delete from push_devices`);
-      await inner.refresh?.();
-      const counter = statementsOf(ctx.server);
-      const scope = `push-nobody-${Math.random()}`;
-      const mark = counter.total();
-      const result = await statementScope(scope, () =>
-        inner.handle(createdEvents(5, { workspaceId: "wsp_x", channelId: "chn_x" }, 1), {
-          cte: sql`moved as (select 1)`,
-          inTransaction: async () => true,
-        }),
-      );
-      expect(result).toBe("nothing");
-      expect(counter.inScope(scope, mark).count).toBe(0);
-      tx.rollback();
-    }).catch((error: unknown) => {
-      if (!(error instanceof Error) || !error.message.includes("Rollback")) throw error;
-    });
+    await deps.db
+      .transaction(async (tx) => {
+        const inner = pushConsumer({ db: tx as unknown as Database, clock: deps.clock });
+        await tx.execute(sql`delete from push_devices`);
+        await inner.refresh?.();
+        const counter = statementsOf(ctx.server);
+        const scope = `push-nobody-${Math.random()}`;
+        const mark = counter.total();
+        const result = await statementScope(scope, () =>
+          inner.handle(createdEvents(5, { workspaceId: "wsp_x", channelId: "chn_x" }, 1), {
+            cte: sql`moved as (select 1)`,
+            inTransaction: async () => true,
+          }),
+        );
+        expect(result).toBe("nothing");
+        expect(counter.inScope(scope, mark).count).toBe(0);
+        tx.rollback();
+      })
+      .catch((error: unknown) => {
+        if (!(error instanceof Error) || !error.message.includes("Rollback")) throw error;
+      });
     expect(consumer.name).toBe("push");
   });
 });

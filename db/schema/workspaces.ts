@@ -105,7 +105,10 @@ export const invites = pgTable(
     createdBy: integer("created_by").references(() => users.id, { onDelete: "set null" }),
     createdAt: timestamptz("created_at").notNull().defaultNow(),
   },
-  (table) => [uniqueIndex("invites_token_idx").on(table.token), index("invites_workspace_id_idx").on(table.workspaceId)],
+  (table) => [
+    uniqueIndex("invites_token_idx").on(table.token),
+    index("invites_workspace_id_idx").on(table.workspaceId),
+  ],
 );
 
 export type Workspace = typeof workspaces.$inferSelect;

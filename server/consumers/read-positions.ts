@@ -18,8 +18,7 @@ export function readPositionsConsumer(deps: { db: Database }): Consumer {
       const posts = createdMessages(events)
         .map(({ record }) => record)
         .filter(
-          (record) =>
-            record.author?.type === "user" && record.parent_message_id === null && record.room_id === null,
+          (record) => record.author?.type === "user" && record.parent_message_id === null && record.room_id === null,
         );
       if (posts.length === 0) return "nothing";
       const authorId = (record: (typeof posts)[number]) => (record.author?.type === "user" ? record.author.id : null);

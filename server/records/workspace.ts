@@ -63,7 +63,11 @@ export const channelRecord = z
 /** The caller's read state on a record of a list (docs/unread.md): null where they keep none. */
 export const readStateFields = {
   last_read_message_id: z.string().nullable().describe("everything up to this message is read (null: nothing yet)"),
-  unread_count: z.number().int().nullable().describe("top-level messages after the position, not yours (stops at 1000)"),
+  unread_count: z
+    .number()
+    .int()
+    .nullable()
+    .describe("top-level messages after the position, not yours (stops at 1000)"),
   mention_count: z
     .number()
     .int()

@@ -89,7 +89,11 @@ export async function listConversations(deps: Deps, userId: number) {
       conversation: conversations,
       lastRead: conversationReadStates.lastReadMessageId,
       muted: conversationReadStates.muted,
-      unread: conversationUnreadCount(userId, sql`${conversations.id}`, sql`${conversationReadStates.lastReadMessageId}`),
+      unread: conversationUnreadCount(
+        userId,
+        sql`${conversations.id}`,
+        sql`${conversationReadStates.lastReadMessageId}`,
+      ),
       mentions: conversationMentionCount(
         userId,
         sql`${conversations.id}`,

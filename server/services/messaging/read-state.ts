@@ -162,7 +162,10 @@ type Summary = {
  * direct messages outside muted places). One statement.
  */
 export async function unreadSummary(deps: Pick<Deps, "db">, userId: number): Promise<Summary> {
-  const row = await runStatement<{ channels: Summary["channels"] | null; conversations: Summary["conversations"] | null }>(
+  const row = await runStatement<{
+    channels: Summary["channels"] | null;
+    conversations: Summary["conversations"] | null;
+  }>(
     deps.db,
     sql`with ch as (select ch.workspace_id, cm.channel_id, cm.last_read_message_id, cm.muted,
         ${channelUnreadCount(userId, sql`cm.channel_id`, sql`cm.last_read_message_id`)} as unread_count,

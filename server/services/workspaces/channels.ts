@@ -202,7 +202,12 @@ async function addChannelMember(deps: Deps, workspaceId: string, channel: Channe
     const inserted = await tx
       .insert(channelMembers)
       // Joining starts the read position at the newest message (docs/unread.md).
-      .values({ channelId: channel.id, userId, joinedAt: deps.clock.now(), lastReadMessageId: channelStartPosition(channel.id) })
+      .values({
+        channelId: channel.id,
+        userId,
+        joinedAt: deps.clock.now(),
+        lastReadMessageId: channelStartPosition(channel.id),
+      })
       .onConflictDoNothing()
       .returning({ userId: channelMembers.userId });
     if (inserted.length === 0) return;
