@@ -49,6 +49,9 @@
 //   BENCH_RUNS                plain / features pairs (3)
 //   BENCH_TRANSLATION_DELAY_MS  the fake provider's answer delay (50)
 //   BENCH_QUIET_WAIT          before each run, wait up to this many seconds for the machine to go idle (0)
+//   BENCH_FEATURES_BEFORE     a checkout of an earlier commit (with node_modules): measure its plain
+//                             path ("before") against this checkout's ("after") instead, target
+//                             after / before ≤ 1.05 (a feature's cost on the plain path)
 //
 // Reading the numbers: Redis CPU is the whole redis-server's, PostgreSQL's only that of the
 // backends of the run's database; other work using the same Redis shows in it (and in `other cpu
@@ -107,7 +110,14 @@ const SETTLE_MS = 500;
 /** Open loop: never more posts than this in flight; beyond it a due post is skipped (and counted). */
 const MAX_IN_FLIGHT = 64;
 /** The target: features / plain of the summed CPU per message at most this. */
-const TARGET_RATIO = 1.15;
+/**
+ * BENCH_FEATURES_BEFORE=<a checkout of an earlier commit, with its node_modules>: instead of plain
+ * against features, the plain path of that checkout ("before") against the plain path of this one
+ * ("after"), alternating the same way, for "CPU per message stays within 5 % of the commit before
+ * this feature" (target: after / before at most 1.05).
+ */
+const BEFORE_ROOT = process.env.BENCH_FEATURES_BEFORE || undefined;
+const TARGET_RATIO = BEFORE_ROOT ? 1.05 : 1.15;
 
 const POSTER_LANGUAGE: Language = "en";
 const READER_LANGUAGES: Language[] = ["en", "ja", "zh-CN"];
@@ -117,7 +127,9 @@ const TRANSLATED = [...new Set(Array.from({ length: ACCOUNTS }, (_, i) => reader
   (language) => language !== POSTER_LANGUAGE,
 );
 
-type Config = "plain" | "features";
+type Config = "plain" | "features" | "before" | "after";
+/** The two configurations measured, the baseline first. */
+const PAIR: readonly [Config, Config] = BEFORE_ROOT ? ["before", "after"] : ["plain", "features"];
 
 // ---------------------------------------------------------------------------------------------
 // What the fakes received, per measured window
@@ -241,7 +253,6 @@ async function freshDatabase(
 
 // ---------------------------------------------------------------------------------------------
 // One window: posts at the rate, then the drain
-
 
 function poster(side: FanoutSide, collector: Collector, stats: SendStats) {
   return async (seq: number) => {
@@ -455,6 +466,7 @@ async function measure(
   let receivers: Receiver[] = [];
   try {
     server = await startBenchServer(`features-${config}`, {
+      ...(config === "before" && { root: BEFORE_ROOT }),
       env: {
         DATABASE_URL: database.url,
         PUSH_EXPO_URL: fakes.expo.url,
@@ -565,7 +577,7 @@ function summarize(config: Config, runs: FeaturesRun[]): FeaturesSummary {
   };
   const sum = (pick: (run: FeaturesRun) => number) => mine.reduce((total, run) => total + pick(run), 0);
   const owed = (got: (run: FeaturesRun) => number, expected: (run: FeaturesRun) => number) =>
-    config === "plain" ? "-" : `${sum(got)}/${sum(expected)}`;
+    config !== "features" ? "-" : `${sum(got)}/${sum(expected)}`;
   return {
     config,
     runs: mine.length,
@@ -632,7 +644,7 @@ export async function runFeatures(log: (line: string) => void): Promise<Features
   const runs: FeaturesRun[] = [];
   try {
     for (let run = 1; run <= RUNS; run++) {
-      for (const config of ["plain", "features"] as const) {
+      for (const config of PAIR) {
         const row = await measure(config, run, fakes, (secret) => (webhookSecret = secret), log);
         log(
           `features: ${config} run ${run}: ${row.accepted_per_s} msg/s accepted, ${row.delivered_pct}% delivered, ` +
@@ -655,11 +667,11 @@ export async function runFeatures(log: (line: string) => void): Promise<Features
     await translator.stop();
     await expo.stop();
   }
-  const plain = summarize("plain", runs);
-  const withFeatures = summarize("features", runs);
+  const plain = summarize(PAIR[0], runs);
+  const withFeatures = summarize(PAIR[1], runs);
   const ratioOf = (a: number | null, b: number | null) => (a !== null && b ? round(a / b, 3) : null);
   const total = ratioOf(withFeatures.total_cpu_us_per_message, plain.total_cpu_us_per_message);
-  const featureRuns = runs.filter((run) => run.config === "features");
+  const featureRuns = runs.filter((run) => run.config === PAIR[1]);
   return {
     settings,
     summary: [plain, withFeatures],
@@ -672,21 +684,22 @@ export async function runFeatures(log: (line: string) => void): Promise<Features
     pair_ratios: Array.from({ length: RUNS }, (_, i) => {
       const pair = runs.filter((run) => run.run === i + 1);
       return ratioOf(
-        pair.find((run) => run.config === "features")?.total_cpu_us_per_message ?? null,
-        pair.find((run) => run.config === "plain")?.total_cpu_us_per_message ?? null,
+        pair.find((run) => run.config === PAIR[1])?.total_cpu_us_per_message ?? null,
+        pair.find((run) => run.config === PAIR[0])?.total_cpu_us_per_message ?? null,
       );
     }),
     targets: {
       total_within_15pct: total === null ? null : total <= TARGET_RATIO,
-      features_happened:
-        featureRuns.length > 0 &&
-        featureRuns.every(
-          (run) =>
-            run.accepted > 0 &&
-            run.pushes_received >= run.pushes_expected &&
-            run.translation_texts_received >= run.translations_expected &&
-            run.webhook_deliveries_received >= run.webhooks_expected,
-        ),
+      features_happened: BEFORE_ROOT
+        ? null
+        : featureRuns.length > 0 &&
+          featureRuns.every(
+            (run) =>
+              run.accepted > 0 &&
+              run.pushes_received >= run.pushes_expected &&
+              run.translation_texts_received >= run.translations_expected &&
+              run.webhook_deliveries_received >= run.webhooks_expected,
+          ),
       load_carried: runs.length > 0 && runs.every((run) => run.complete && run.skipped === 0 && run.post_errors === 0),
     },
     runs,

@@ -66,7 +66,13 @@ export type BenchServer = {
  */
 export async function startBenchServer(
   label: string,
-  options: { inspect?: boolean; env?: Record<string, string>; workerProcess?: boolean | "deferred" } = {},
+  options: {
+    inspect?: boolean;
+    env?: Record<string, string>;
+    workerProcess?: boolean | "deferred";
+    /** Another checkout of the service to start instead of this one (its own node_modules). */
+    root?: string;
+  } = {},
 ): Promise<BenchServer> {
   if (options.workerProcess && !process.env.REDIS_URL) throw new Error("a worker process needs REDIS_URL");
   const dataDir = await mkdtemp(path.join(tmpdir(), "chat-bench-"));
@@ -85,7 +91,7 @@ export async function startBenchServer(
   args.push("server/main.ts");
   const redisPrefix = `bench-${randomBytes(4).toString("hex")}`;
   const child = spawn(process.execPath, args, {
-    cwd: ROOT,
+    cwd: options.root ?? ROOT,
     env: {
       ...process.env,
       PORT: String(port),
