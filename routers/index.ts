@@ -13,6 +13,7 @@ import { eventsRouter } from "./events.ts";
 import { meRouter } from "./me.ts";
 import { channelMessageRouter, directMessageRouter, roomMessageRouter } from "./message-actions.ts";
 import { messagesRouter } from "./messages.ts";
+import { notificationPreferencesRouter } from "./notification-preferences.ts";
 import { otpRouter } from "./otp.ts";
 import { outboundWebhooksRouter } from "./outbound-webhooks.ts";
 import { passwordResetRouter } from "./password-reset.ts";
@@ -44,6 +45,7 @@ export const appRouter = router({
   outboundWebhooks: outboundWebhooksRouter,
   rooms: roomsRouter,
   roomMessage: roomMessageRouter,
+  notificationPreferences: notificationPreferencesRouter,
   readState: readStateRouter,
 });
 

@@ -618,6 +618,30 @@ const READ_CONVERSATION = [
   },
 ];
 
+/** A channel's notification preferences: its members (403 for a public channel not joined). */
+const CHANNEL_PREFERENCES = [
+  ...CHANNEL_KINDS.map((kind) => ({
+    label: kind.label,
+    chain: [R.workspace, kind.link],
+    may: (caller: Caller) => kind.members.includes(caller),
+    target: fixtureChannel(kind),
+    input: (t: Target) => ({ workspace_id: idOf(t, "workspace"), id: idOf(t, "channel") }),
+  })),
+  {
+    label: FOREIGN,
+    chain: [R.workspace, R.foreignChannel],
+    target: foreignChannelTarget,
+    input: (t: Target) => ({ workspace_id: idOf(t, "workspace"), id: idOf(t, "channel") }),
+  },
+];
+const CONVERSATION_PREFERENCES = [
+  {
+    chain: [R.conversation],
+    target: conversationTarget,
+    input: (t: Target) => ({ conversation_id: idOf(t, "conversation") }),
+  },
+];
+
 const WALK: Walk = {
   // ---- accounts ----
   "auth.register": [
@@ -1262,6 +1286,20 @@ const WALK: Walk = {
       input: (t) => ({ conversation_id: idOf(t, "conversation") }),
     },
   ],
+
+  // ---- notification preferences ----
+  "notificationPreferences.getChannel": CHANNEL_PREFERENCES,
+  "notificationPreferences.updateChannel": CHANNEL_PREFERENCES.map((entry) => ({
+    ...entry,
+    input: (t: Target) => ({ ...entry.input(t), muted: false }),
+  })),
+  "notificationPreferences.getConversation": CONVERSATION_PREFERENCES,
+  "notificationPreferences.updateConversation": CONVERSATION_PREFERENCES.map((entry) => ({
+    ...entry,
+    input: (t: Target) => ({ ...entry.input(t), muted: false }),
+  })),
+  "notificationPreferences.getMine": [{ input: () => undefined }],
+  "notificationPreferences.updateMine": [{ input: () => ({ channel_push: "mentions" as const }) }],
 
   // ---- read state ----
   "readState.readChannel": READ_CHANNEL,

@@ -9,7 +9,13 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { ManualClock } from "../server/clock.ts";
 import { ConfigError, loadConfig } from "../server/config.ts";
 import { createLogger } from "../server/logger.ts";
-import type { PushOutcome, PushProvider, PushProviderName, PushSend } from "../server/services/push/provider.ts";
+import type {
+  PushNotification,
+  PushOutcome,
+  PushProvider,
+  PushProviderName,
+  PushSend,
+} from "../server/services/push/provider.ts";
 import { parseRetryAfter } from "../server/outbound-http.ts";
 import { createPushProviders } from "../server/services/push/providers/index.ts";
 import {
@@ -44,7 +50,10 @@ function build(variables: Record<string, string>, name: PushProviderName, option
   return { provider, clock };
 }
 
-function makeSends(count: number, token: (index: number) => string): PushSend[] {
+/** A send of a notification (not a silent badge update). */
+type NotificationSend = PushSend & { notification: PushNotification };
+
+function makeSends(count: number, token: (index: number) => string): NotificationSend[] {
   return Array.from({ length: count }, (_, index) => ({
     target: { deviceId: `device-${index}`, token: token(index), platform: "ios" },
     notification: {
@@ -54,6 +63,15 @@ function makeSends(count: number, token: (index: number) => string): PushSend[] 
       threadId: "channel-42",
     },
   }));
+}
+
+/** The same sends with each recipient's badge (7, 8, …), and a silent badge update (badge 0) for a last device. */
+function withBadges(sends: NotificationSend[], token: (index: number) => string): PushSend[] {
+  const silent: PushSend = {
+    target: { deviceId: "device-silent", token: token(sends.length), platform: "ios" },
+    badge: 0,
+  };
+  return [...sends.map((send, index) => ({ ...send, badge: 7 + index })), silent];
 }
 
 const byDevice = (outcomes: PushOutcome[]) => new Map(outcomes.map((outcome) => [outcome.deviceId, outcome]));
@@ -97,6 +115,20 @@ describe("Expo", () => {
     expect(headers.authorization).toBe("Bearer expo-secret");
     expect(headers.accept).toBe("application/json");
     expect(headers["content-type"]).toBe("application/json");
+  });
+
+  it("carries each recipient's badge, and sends a silent update as a badge without title or body", async () => {
+    const sends = withBadges(makeSends(2, expoToken), expoToken);
+    expect(results(await provider.send(sends))).toEqual(["sent", "sent", "sent"]);
+    const received = new Map(fake.received.map(({ headers, ...message }) => [message.to, message]));
+    expect(received.get(sends[0]!.target.token)).toMatchObject({ title: "Title 0", badge: 7, priority: "high" });
+    expect(received.get(sends[1]!.target.token)).toMatchObject({ title: "Title 1", badge: 8 });
+    expect(received.get(sends[2]!.target.token)).toEqual({
+      to: sends[2]!.target.token,
+      badge: 0,
+      data: { type: "badge", badge: "0" },
+      priority: "normal",
+    });
   });
 
   it("sends no authorization header without an access token", async () => {
@@ -202,6 +234,28 @@ describe("FCM", () => {
       });
       expect(entry.headers.authorization).toMatch(/^Bearer ya29\.fake-/);
     }
+  });
+
+  it("carries the badge in data (a string), the Android count and aps; a silent update is a data message", async () => {
+    const sends = withBadges(makeSends(1, fcmToken), fcmToken);
+    expect(results(await provider.send(sends))).toEqual(["sent", "sent"]);
+    const received = new Map(fake.received.map((entry) => [entry.token, entry.message]));
+    expect(received.get(sends[0]!.target.token)).toEqual({
+      token: sends[0]!.target.token,
+      notification: { title: "Title 0", body: "Body 0 — héllo" },
+      data: { channel_id: "42", message_id: "1000", badge: "7" },
+      android: { priority: "HIGH", notification: { tag: "channel-42", notification_count: 7 } },
+      apns: { payload: { aps: { "thread-id": "channel-42", sound: "default", badge: 7 } } },
+      webpush: { headers: { Urgency: "high" } },
+    });
+    const silent = received.get(sends[1]!.target.token)!;
+    expect(silent).toEqual({
+      token: sends[1]!.target.token,
+      data: { type: "badge", badge: "0" },
+      android: { priority: "NORMAL" },
+      apns: { headers: { "apns-push-type": "alert", "apns-priority": "5" }, payload: { aps: { badge: 0 } } },
+    });
+    expect(silent).not.toHaveProperty("notification");
   });
 
   it("reuses its access token and fetches a new one when the clock passes its expiry", async () => {
@@ -311,6 +365,24 @@ describe("APNs", () => {
       expect(entry.headers["apns-push-type"]).toBe("alert");
       expect(entry.headers["apns-priority"]).toBe("10");
     }
+  });
+
+  it("carries the badge in aps; a silent update is aps.badge alone, push type alert, priority 5", async () => {
+    const sends = withBadges(makeSends(1, apnsToken), apnsToken);
+    expect(results(await provider.send(sends))).toEqual(["sent", "sent"]);
+    const received = new Map(fake.received.map((entry) => [entry.token, entry]));
+    const alert = received.get(sends[0]!.target.token)!;
+    expect(alert.payload.aps).toEqual({
+      alert: { title: "Title 0", body: "Body 0 — héllo" },
+      sound: "default",
+      "thread-id": "channel-42",
+      badge: 7,
+    });
+    expect(alert.headers["apns-priority"]).toBe("10");
+    const silent = received.get(sends[1]!.target.token)!;
+    expect(silent.payload).toEqual({ aps: { badge: 0 }, type: "badge", badge: "0" });
+    expect(silent.headers["apns-push-type"]).toBe("alert");
+    expect(silent.headers["apns-priority"]).toBe("5");
   });
 
   it("reuses its provider token for 50 minutes, then makes a new one", async () => {

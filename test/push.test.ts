@@ -1,8 +1,8 @@
-// Push delivery (docs/push.md): a new message reaches the devices of its channel's or
-// conversation's members (its author aside) through Expo, FCM and APNs, here real clients
-// talking to fake providers on 127.0.0.1 (test/helpers/push.ts). Dead devices are deleted;
-// 429 and 5xx are retried after Retry-After or a backoff, so an outage delays pushes and
-// doubles none.
+// Push delivery (docs/push.md): a new message reaches the devices of the members it is for (at
+// the default level, those it mentions; its author aside) through Expo, FCM and APNs, here real
+// clients talking to fake providers on 127.0.0.1 (test/helpers/push.ts). Dead devices are
+// deleted; 429 and 5xx are retried after Retry-After or a backoff, so an outage delays pushes and
+// doubles none. The levels, mutes and badges in detail: test/push-preferences.test.ts.
 import { randomBytes } from "node:crypto";
 import { eq, inArray, sql, TransactionRollbackError } from "drizzle-orm";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
@@ -15,6 +15,7 @@ import type { Database } from "../db/client.ts";
 import { restClient, type RestClient } from "./helpers/api.ts";
 import { createWorkspaceWithGeneral, registerUser, type RegisteredUser } from "./helpers/factories.ts";
 import {
+  pushesReceived,
   startFakeApns,
   startFakeExpo,
   startFakeFcm,
@@ -65,27 +66,13 @@ async function addDevice(user: RegisteredUser, provider: Provider): Promise<Devi
   return { id: response.body.data.id, token, provider };
 }
 
-/** Every push a device got, from whichever fake serves its provider. */
-function pushesTo(device: Device): { title: string; body: string; data: Record<string, string> }[] {
-  switch (device.provider) {
-    case "expo":
-      return expo.received
-        .filter((push) => push.to === device.token)
-        .map((push) => ({ title: push.title ?? "", body: push.body ?? "", data: push.data ?? {} }));
-    case "fcm":
-      return fcm.received
-        .filter((push) => push.token === device.token)
-        .map((push) => ({
-          title: push.message.notification.title,
-          body: push.message.notification.body,
-          data: push.message.data,
-        }));
-    case "apns":
-      return apns.received
-        .filter((push) => push.token === device.token)
-        .map(({ payload: { aps, ...data } }) => ({ title: aps.alert.title, body: aps.alert.body, data }));
-  }
-}
+/** Every notification a device got (silent badge updates aside), with the badge its provider's body carried. */
+const pushesTo = (device: Device) =>
+  pushesReceived({ expo, fcm, apns }, device).flatMap((push) => {
+    if (push.silent) return [];
+    const { silent: _, ...notification } = push;
+    return [notification];
+  });
 
 const pushesOf = (device: Device, messageId: string) =>
   pushesTo(device).filter((push) => push.data.message_id === messageId);
@@ -95,8 +82,23 @@ async function joinWorkspace(user: RegisteredUser, workspaceId: string) {
   expect(response.status).toBe(200);
 }
 
-/** A public workspace whose #general has `count` members besides its owner. */
-async function team(count: number) {
+/** Sets the user's default push level for channels (`mentions` unless set). */
+async function setChannelPush(user: RegisteredUser, level: "all" | "mentions" | "none", client = api) {
+  const response = await client.put(
+    "/api/v1/me/notification-preferences",
+    { channel_push: level },
+    {
+      token: user.token,
+    },
+  );
+  expect(response.status).toBe(200);
+}
+
+/**
+ * A public workspace whose #general has `count` members besides its owner; with `level`, everyone
+ * in it pushes at that level (`all`: every message, as the tests of delivery itself want).
+ */
+async function team(count: number, level?: "all") {
   const owner = await registerUser(api, { name: "Olive" });
   const members = await Promise.all(
     Array.from({ length: count }, (_, n) => registerUser(api, { name: `Member ${n}` })),
@@ -109,6 +111,7 @@ async function team(count: number) {
   expect(created.status).toBe(201);
   const workspaceId: string = created.body.data.id;
   for (const member of members) await joinWorkspace(member, workspaceId);
+  if (level) for (const user of [owner, ...members]) await setChannelPush(user, level);
   const channels = await api.get(`/api/v1/workspaces/${workspaceId}/channels`, { token: owner.token });
   const channelId: string = channels.body.data.find((channel: { slug: string }) => channel.slug === "general").id;
   return { owner, members, workspaceId, channelId };
@@ -130,7 +133,7 @@ async function settle(ms = 300): Promise<void> {
 }
 
 describe("who gets a push", () => {
-  it("a channel message reaches every member's devices on Expo, FCM and APNs, and not the author's", async () => {
+  it("at the default level a plain channel message pushes nobody; @channel reaches every member's devices on Expo, FCM and APNs, not the author's", async () => {
     const { owner, members, workspaceId, channelId } = await team(3);
     const [ann, ben, cat] = members as [RegisteredUser, RegisteredUser, RegisteredUser];
     const authorsPhone = await addDevice(owner, "expo");
@@ -141,7 +144,8 @@ describe("who gets a push", () => {
       await addDevice(cat, "expo"),
     ];
 
-    const message = await post(owner, workspaceId, channelId, { content: "Standup in five minutes" });
+    const plain = await post(owner, workspaceId, channelId, { content: "Coffee is ready" });
+    const message = await post(owner, workspaceId, channelId, { content: "<!channel> Standup in five minutes" });
     await until(
       () => (devices.every((device) => pushesOf(device, message.id).length === 1) ? true : undefined),
       "every device's push",
@@ -150,13 +154,15 @@ describe("who gets a push", () => {
       expect(pushesOf(device, message.id)).toEqual([
         {
           title: "Olive in #general",
-          body: "Standup in five minutes",
+          body: "<!channel> Standup in five minutes",
           data: { type: "message", message_id: message.id, workspace_id: workspaceId, channel_id: channelId },
+          badge: 1,
         },
       ]);
     }
     await settle();
     expect(pushesTo(authorsPhone)).toEqual([]);
+    for (const device of devices) expect(pushesOf(device, plain.id)).toEqual([]);
     for (const device of devices) expect(pushesOf(device, message.id)).toHaveLength(1);
 
     // What each provider was sent besides: its own auth and addressing.
@@ -170,7 +176,7 @@ describe("who gets a push", () => {
   });
 
   it("an inbound webhook's post reaches every channel member's devices, under the bot's name", async () => {
-    const { owner, members, workspaceId, channelId } = await team(1);
+    const { owner, members, workspaceId, channelId } = await team(1, "all");
     const [ann] = members as [RegisteredUser];
     const [ownersPhone, annsPhone] = [await addDevice(owner, "expo"), await addDevice(ann, "fcm")];
     const hook = await api.post(
@@ -199,7 +205,7 @@ describe("who gets a push", () => {
   });
 
   it("skips members who have not joined the channel and deactivated accounts", async () => {
-    const { owner, members, workspaceId } = await team(3);
+    const { owner, members, workspaceId } = await team(3, "all");
     const [joined, away, witness] = members as [RegisteredUser, RegisteredUser, RegisteredUser];
     const created = await api.post(
       `/api/v1/workspaces/${workspaceId}/channels`,
@@ -256,6 +262,7 @@ describe("who gets a push", () => {
         title: "Alice (direct message)",
         body: "Lunch?",
         data: { type: "message", message_id: sent.body.data.id, conversation_id: conversationId },
+        badge: 1,
       },
     ]);
     await settle();
@@ -264,6 +271,7 @@ describe("who gets a push", () => {
 
   it("a temporary room's message reaches its other members, titled with the room's name", async () => {
     const [host, guest] = await Promise.all([registerUser(api, { name: "Hana" }), registerUser(api, { name: "Gil" })]);
+    await setChannelPush(guest, "all"); // a room's messages push as a channel's, at the member's own level
     const hostsPhone = await addDevice(host, "expo");
     const guestsPhone = await addDevice(guest, "apns");
     const room = await api.post("/api/v1/external/rooms", { name: "Support chat" }, { token: host.token });
@@ -281,6 +289,7 @@ describe("who gets a push", () => {
         title: "Hana in Support chat",
         body: "Hi Gil",
         data: { type: "message", message_id: sent.body.data.id, room_id: roomId },
+        badge: 0, // a room keeps no read state: nothing in it counts
       },
     ]);
     await settle();
@@ -288,7 +297,7 @@ describe("who gets a push", () => {
   });
 
   it("a thread reply says so and carries its parent; attachments are named; long text is cut", async () => {
-    const { owner, members, workspaceId, channelId } = await team(1);
+    const { owner, members, workspaceId, channelId } = await team(1, "all");
     const phone = await addDevice(members[0]!, "expo");
     const parent = await post(owner, workspaceId, channelId, { content: "Release notes" });
     const reply = await post(owner, workspaceId, channelId, { content: "x".repeat(500), parent_message_id: parent.id });
@@ -310,6 +319,8 @@ describe("who gets a push", () => {
 });
 
 describe("the push job", () => {
+  // Cheap on purpose: the consumer asks only whether anyone there but the author has a device; the
+  // job applies the preferences (test/push-preferences.test.ts), and a job for nobody sends nothing.
   it("is added with the message only when a member other than the author has a device", async () => {
     const { owner, members, workspaceId, channelId } = await team(1);
     await addDevice(owner, "expo");
@@ -345,7 +356,12 @@ describe("the push job", () => {
           });
           written =
             typeof result === "object" &&
-            (await tx.select().from(jobOutbox).where(eq(jobOutbox.jobId, `push-${messageId}`))).length === 1;
+            (
+              await tx
+                .select()
+                .from(jobOutbox)
+                .where(eq(jobOutbox.jobId, `push-${messageId}`))
+            ).length === 1;
           tx.rollback();
         })
         .catch((error: unknown) => {
@@ -361,7 +377,7 @@ describe("the push job", () => {
 
 describe("devices that are gone", () => {
   it("a deleted device gets nothing more", async () => {
-    const { owner, members, workspaceId, channelId } = await team(1);
+    const { owner, members, workspaceId, channelId } = await team(1, "all");
     const kept = await addDevice(members[0]!, "expo");
     const deleted = await addDevice(members[0]!, "fcm");
     expect((await api.delete(`/api/v1/devices/${deleted.id}`, { token: members[0]!.token })).status).toBe(204);
@@ -372,7 +388,7 @@ describe("devices that are gone", () => {
   });
 
   it("a device the provider calls unregistered is deleted and gets nothing more (Expo, FCM, APNs)", async () => {
-    const { owner, members, workspaceId, channelId } = await team(1);
+    const { owner, members, workspaceId, channelId } = await team(1, "all");
     const dead = [
       await addDevice(members[0]!, "expo"),
       await addDevice(members[0]!, "fcm"),
@@ -396,7 +412,7 @@ describe("devices that are gone", () => {
 
 describe("provider failures", () => {
   it("retries after a 503 with Retry-After and after a 429, and each push arrives once", async () => {
-    const { owner, members, workspaceId, channelId } = await team(2);
+    const { owner, members, workspaceId, channelId } = await team(2, "all");
     const onExpo = await addDevice(members[0]!, "expo");
     const onFcm = await addDevice(members[1]!, "fcm");
     expo.fail(503, { retryAfter: 1, times: 1 });
@@ -416,10 +432,15 @@ describe("provider failures", () => {
   });
 
   it("does not retry a refusal (400) that trying again cannot fix", async () => {
-    const { owner, members, workspaceId, channelId } = await team(1);
+    const { owner, members, workspaceId, channelId } = await team(1, "all");
     const device = await addDevice(members[0]!, "apns");
     apns.fail(400, { reason: "BadTopic", times: 1 });
     const refused = await post(owner, workspaceId, channelId, { content: "refused" });
+    // The refusal is the first message's (jobs may run side by side): its job has logged it.
+    await until(
+      () => (logLines.some((line) => line.includes(refused.id) && line.includes("refused")) ? true : undefined),
+      "the refusal",
+    );
     const next = await post(owner, workspaceId, channelId, { content: "next" });
     await until(() => (pushesOf(device, next.id).length === 1 ? true : undefined), "the next push");
     server.clock.advance(60 * 60_000);
@@ -430,7 +451,7 @@ describe("provider failures", () => {
   });
 
   it("a provider down for a while, then back: every push arrives, once", async () => {
-    const { owner, members, workspaceId, channelId } = await team(3);
+    const { owner, members, workspaceId, channelId } = await team(3, "all");
     const devices = [
       await addDevice(members[0]!, "expo"),
       await addDevice(members[1]!, "fcm"),
@@ -481,6 +502,7 @@ describe.runIf(process.env.REDIS_URL)("a server with WORKERS=off", () => {
     try {
       const owner = await registerUser(api2, { name: "Quinn" });
       const reader = await registerUser(api2);
+      await setChannelPush(reader, "all", api2);
       const { workspaceId, channelId } = await createWorkspaceWithGeneral(api2, owner);
       // Private workspace: invite the reader in.
       const invite = await api2.post(`/api/v1/workspaces/${workspaceId}/invites`, {}, { token: owner.token });

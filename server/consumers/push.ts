@@ -1,21 +1,34 @@
-// The push consumer: a push job (`push-<message id>`) for each new message that someone there
-// but its author can be woken for (a member with a device). One statement per batch, with the
-// cursor; none at all while nobody has registered a device. The job applies the whole rule
-// (members, active accounts, devices) when it runs (server/services/push/delivery.ts).
+// The push consumer (docs/push.md): for each new message that someone there but its author can
+// be woken for (a member with a device), a push job (`push-<message id>`); for each read that
+// lowered its reader's badge (`read.updated` with `lowers_badge`) while they have a device, a
+// silent badge update (`push.badge`), at most one per user per BADGE_WINDOW_MS: its job id names
+// the window and it is due at the window's end, so the reads of one window share one job (its
+// row waits in the outbox until then). One statement per batch, with the cursor; none at all
+// while nobody has registered a device.
+//
+// The message check is cheap on purpose (an `exists` that stops at the first member with a
+// device): the preferences (levels, mentions, threads, muted places) are applied by the job
+// (server/services/push/audience.ts), off this serialized path. Applying them here would scan
+// every member of a channel for each plain message at the default level, in the statement every
+// other consumer of the log waits behind.
 import { sql } from "drizzle-orm";
 import { rowsOf, type Database } from "../../db/client.ts";
-import { jobOutbox, pushDevices } from "../../db/schema/index.ts";
+import { arrayParam } from "../../db/prepared.ts";
+import { jobOutbox, pushDevices, streamEvents } from "../../db/schema/index.ts";
 import type { Clock } from "../clock.ts";
+import { streams } from "../events/streams.ts";
 import { placeMembersOfRow } from "../policy/audiences.ts";
-import { pushJobs } from "../services/push/jobs.ts";
+import { BADGE_WINDOW_MS, pushJobs } from "../services/push/jobs.ts";
 import { createdMessages, messageRows } from "./batch-places.ts";
 import { batchResultOf, type BatchResult, type Consumer, type CursorMove, type LoggedEvent } from "./kit.ts";
+
+const USER_STREAM_PREFIX = streams.user(0).slice(0, -1); // "user:"
 
 export function pushConsumer(deps: { db: Database; clock: Clock }): Consumer {
   let anyDevice = true;
   return {
     name: "push",
-    types: new Set(["message.created"]),
+    types: new Set(["message.created", "read.updated"]),
     refreshOn: new Set(["push.device_registered"]),
     async refresh() {
       const [row] = rowsOf<{ any: boolean }>(
@@ -24,24 +37,45 @@ export function pushConsumer(deps: { db: Database; clock: Clock }): Consumer {
       anyDevice = row?.any ?? true;
     },
     async handle(events: LoggedEvent[], move: CursorMove): Promise<BatchResult> {
+      if (!anyDevice) return "nothing";
       // Server notices wake nobody.
       const messages = createdMessages(events).filter(({ record }) => record.type !== "system");
-      if (!anyDevice || messages.length === 0) return "nothing";
-      const now = deps.clock.now().toISOString();
+      // The reader is the stream's user: read from the log's row (the payload does not name them).
+      const lowered = events
+        .filter((event) => event.payload.type === "read.updated" && event.payload.lowers_badge === true)
+        .map((event) => event.position);
+      if (messages.length === 0 && lowered.length === 0) return "nothing";
+      const now = deps.clock.now();
+      const window = Math.floor(now.getTime() / BADGE_WINDOW_MS);
+      const windowEnd = new Date((window + 1) * BADGE_WINDOW_MS).toISOString();
       const [row] = rowsOf<{ moved: number; jobs: number }>(
         await deps.db.execute(sql`
           with ${move.cte},
-          jobs as (
+          message_jobs as (
             insert into ${jobOutbox} (name, payload, job_id, created_at)
-            select ${pushJobs.message.name}, jsonb_build_object('messageId', m.id), 'push-' || m.id, ${now}::timestamptz
+            select ${pushJobs.message.name}, jsonb_build_object('messageId', m.id), 'push-' || m.id,
+              ${now.toISOString()}::timestamptz
             from ${messageRows(messages)}
             where exists (select 1 from moved) and exists (
               select 1 from (${placeMembersOfRow}) members
                 join ${pushDevices} d on d.user_id = members.user_id
               where m.author_id is null or d.user_id <> m.author_id)
             on conflict (job_id) do nothing
+            returning 1),
+          readers as (
+            select distinct substr(e.stream, ${USER_STREAM_PREFIX.length + 1}::integer)::integer as user_id
+            from ${streamEvents} e
+            where e.position = any(${arrayParam(lowered)}::bigint[]) and e.stream like ${`${USER_STREAM_PREFIX}%`}),
+          badge_jobs as (
+            insert into ${jobOutbox} (name, payload, job_id, run_at, created_at)
+            select ${pushJobs.badge.name}, jsonb_build_object('userId', r.user_id, 'window', ${window}::bigint),
+              'badge-' || r.user_id || '-' || ${window}::bigint, ${windowEnd}::timestamptz, ${now.toISOString()}::timestamptz
+            from readers r
+            where exists (select 1 from moved) and exists (select 1 from ${pushDevices} d where d.user_id = r.user_id)
+            on conflict (job_id) do nothing
             returning 1)
-          select (select count(*) from moved)::integer as moved, (select count(*) from jobs)::integer as jobs`),
+          select (select count(*) from moved)::integer as moved,
+            ((select count(*) from message_jobs) + (select count(*) from badge_jobs))::integer as jobs`),
       );
       return batchResultOf(row);
     },

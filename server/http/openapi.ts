@@ -335,6 +335,11 @@ const TAGS: { name: string; description: string }[] = [
   { name: "Invites", description: "Invite links to a workspace." },
   { name: "Messages", description: "Channel messages and threads." },
   { name: "Direct chat", description: "One-to-one conversations." },
+  { name: "Read state", description: "Read positions, unread counts and mentions (docs/unread.md)." },
+  {
+    name: "Notification preferences",
+    description: "Push levels and muting per channel and conversation, and the user's default (docs/push.md).",
+  },
   { name: "Attachments", description: "Uploads and downloads of message files." },
   { name: "Inbound webhooks", description: "Post into a channel from outside, as a bot." },
   { name: "Outbound webhooks", description: "Signed deliveries of workspace events to your URL." },

@@ -581,7 +581,7 @@ export interface paths {
     };
     /**
      * List channels
-     * @description Public channels, and the private ones the caller is in.
+     * @description Public channels, and the private ones the caller is in, each with `is_member` and the caller's read state (`last_read_message_id`, `unread_count`, `mention_count`, `muted`; null on a public channel not joined). Counts stop at 1000.
      */
     get: operations["channels-list"];
     put?: never;
@@ -821,7 +821,7 @@ export interface paths {
     };
     /**
      * List a channel's messages
-     * @description Newest first. `limit` 1..100 (default 50), `before` a message id; `parent_message_id` lists a thread.
+     * @description Newest first. `limit` 1..100 (default 50), `before` a message id; `parent_message_id` lists a thread. `after` a message id of the list pages forward (oldest first, `meta.next_cursor` to pass as `after`); `around` one answers it with up to floor(limit / 2) messages on each side (newest first, `meta.before_cursor` and `meta.after_cursor`). At most one of `before`, `after`, `around`.
      */
     get: operations["messages-list"];
     put?: never;
@@ -957,7 +957,7 @@ export interface paths {
     };
     /**
      * List a direct conversation's messages
-     * @description For its two participants (404 otherwise). Newest first; `limit` 1..100 (default 50), `before` a message id.
+     * @description For its two participants (404 otherwise). Newest first; `limit` 1..100 (default 50), `before` a message id. `after` a message of the conversation pages forward (oldest first, `meta.next_cursor` to pass as `after`); `around` one answers it with up to floor(limit / 2) messages on each side (newest first, `meta.before_cursor` and `meta.after_cursor`). At most one of `before`, `after`, `around`.
      */
     get: operations["direct-messages"];
     put?: never;
@@ -1265,7 +1265,7 @@ export interface paths {
     };
     /**
      * List a temporary room's messages
-     * @description Its members only. Newest first; `limit` 1..100 (default 50), `before` a message id.
+     * @description Its members only. Newest first; `limit` 1..100 (default 50), `before` a message id. `after` a message of the room pages forward (oldest first, `meta.next_cursor` to pass as `after`); `around` one answers it with up to floor(limit / 2) messages on each side (newest first, `meta.before_cursor` and `meta.after_cursor`). At most one of `before`, `after`, `around`.
      */
     get: operations["rooms-messages"];
     put?: never;
@@ -1360,6 +1360,178 @@ export interface paths {
      * @description Per emoji in the message's order: its count and the first 100 users in the order they reacted.
      */
     get: operations["roomMessage-reactions"];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/api/v1/workspaces/{workspace_id}/channels/{id}/notification-preferences": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * Get a channel's notification preferences
+     * @description The caller's push level in the channel and whether they muted it. The caller must be a member of the channel: 404 for whoever may not read it, 403 for a workspace member who has not joined it.
+     */
+    get: operations["notificationPreferences-getChannel"];
+    /**
+     * Change a channel's notification preferences
+     * @description Either field may be sent alone (the other keeps its value); neither is 422. The caller must be a member of the channel: 404 for whoever may not read it, 403 for a workspace member who has not joined it.
+     */
+    put: operations["notificationPreferences-updateChannel"];
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/api/v1/direct-conversations/{conversation_id}/notification-preferences": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * Get a direct conversation's notification preferences
+     * @description Whether the caller muted the conversation. Participants only (404 otherwise).
+     */
+    get: operations["notificationPreferences-getConversation"];
+    /**
+     * Mute or unmute a direct conversation
+     * @description Participants only (404 otherwise).
+     */
+    put: operations["notificationPreferences-updateConversation"];
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/api/v1/me/notification-preferences": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * Get the current user's notification preferences
+     * @description `channel_push`: the push level of every channel left at `default` (`mentions` unless set).
+     */
+    get: operations["notificationPreferences-getMine"];
+    /**
+     * Change the current user's notification preferences
+     * @description `channel_push`: `all`, `mentions` or `none`, for every channel left at `default`.
+     */
+    put: operations["notificationPreferences-updateMine"];
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/api/v1/workspaces/{workspace_id}/channels/{id}/read": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * Mark a channel read
+     * @description Everything up to and including `message_id` is read; an older id changes nothing. Answers the position and the counts after it, and tells the caller's other devices (`read.updated`). Channel members (403 for a public channel not joined).
+     */
+    post: operations["readState-readChannel"];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/api/v1/workspaces/{workspace_id}/channels/{id}/unread": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * Mark a channel unread from a message
+     * @description Moves the position back to just before `message_id`, so it and everything after it are unread. Answers like `…/read`. Channel members (403 for a public channel not joined).
+     */
+    post: operations["readState-unreadChannel"];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/api/v1/direct-conversations/{conversation_id}/read": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * Mark a direct conversation read
+     * @description Everything up to and including `message_id` is read; an older id changes nothing. Answers the position and the counts after it, and tells the caller's other devices (`read.updated`). Its participants (404 otherwise).
+     */
+    post: operations["readState-readConversation"];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/api/v1/direct-conversations/{conversation_id}/unread": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * Mark a direct conversation unread from a message
+     * @description Moves the position back to just before `message_id`, so it and everything after it are unread. Answers like `…/read`. Its participants (404 otherwise).
+     */
+    post: operations["readState-unreadConversation"];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/api/v1/unread": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * Everything unread
+     * @description Every workspace, channel and conversation of the caller with anything unread, and `total_mentions` (the app badge). Counts stop at 1000 per place.
+     */
+    get: operations["readState-summary"];
     put?: never;
     post?: never;
     delete?: never;
@@ -1576,6 +1748,28 @@ export interface components {
       /** @description ISO 8601 timestamp with UTC offset */
       updated_at: string;
     };
+    ChannelWithReadState: {
+      id: string;
+      workspace_id: string;
+      name: string;
+      slug: string;
+      /** @enum {string} */
+      visibility: "public" | "private";
+      has_password: boolean;
+      /** @description ISO 8601 timestamp with UTC offset */
+      created_at: string;
+      /** @description ISO 8601 timestamp with UTC offset */
+      updated_at: string;
+      is_member: boolean;
+      /** @description everything up to this message is read (null: nothing yet) */
+      last_read_message_id: string | null;
+      /** @description top-level messages after the position, not yours (stops at 1000) */
+      unread_count: number | null;
+      /** @description messages after the position that mention you, replies included (stops at 1000) */
+      mention_count: number | null;
+      /** @description a muted place pushes nothing and adds nothing to the badge */
+      muted: boolean | null;
+    };
     Channel: {
       id: string;
       workspace_id: string;
@@ -1706,6 +1900,29 @@ export interface components {
       /** @description ISO 8601 timestamp with UTC offset */
       created_at: string;
     };
+    DirectConversationWithReadState: {
+      id: string;
+      /** @description the other user */
+      participant: components["schemas"]["Participant"];
+      last_message: components["schemas"]["Message"] | null;
+      /** @description ISO 8601 timestamp with UTC offset */
+      created_at: string;
+      /** @description ISO 8601 timestamp with UTC offset */
+      updated_at: string;
+      /** @description everything up to this message is read (null: nothing yet) */
+      last_read_message_id: string | null;
+      /** @description messages after the position, not yours (stops at 1000) */
+      unread_count: number;
+      /** @description in a conversation every unread message counts as a mention, replies included (stops at 1000) */
+      mention_count: number;
+      muted: boolean;
+    };
+    Participant: {
+      id: number;
+      name: string;
+      email: string;
+      avatar_url: string | null;
+    };
     DirectConversation: {
       id: string;
       /** @description the other user */
@@ -1715,12 +1932,6 @@ export interface components {
       created_at: string;
       /** @description ISO 8601 timestamp with UTC offset */
       updated_at: string;
-    };
-    Participant: {
-      id: number;
-      name: string;
-      email: string;
-      avatar_url: string | null;
     };
     InboundWebhook: {
       id: string;
@@ -1847,6 +2058,58 @@ export interface components {
       /** @description created_at + 7 days: no extension goes past it */
       max_expires_at: string;
       extension_count: number;
+    };
+    ChannelNotificationPreferences: {
+      /**
+       * @description `all` messages, `mentions` only, `none`, or `default`: the user's own `channel_push`
+       * @enum {string}
+       */
+      push: "default" | "all" | "mentions" | "none";
+      /** @description a muted channel pushes nothing and adds nothing to the badge */
+      muted: boolean;
+    };
+    ConversationNotificationPreferences: {
+      /** @description a muted conversation pushes nothing and adds nothing to the badge */
+      muted: boolean;
+    };
+    UserNotificationPreferences: {
+      /**
+       * @description the push level of every channel left at `default` (`mentions` unless set)
+       * @enum {string}
+       */
+      channel_push: "all" | "mentions" | "none";
+    };
+    ReadPosition: {
+      /** @description everything up to this message is read (null: nothing) */
+      last_read_message_id: string | null;
+      /** @description top-level messages after the position, not yours (stops at 1000) */
+      unread_count: number;
+      /** @description messages after the position that mention you, replies included */
+      mention_count: number;
+    };
+    UnreadSummary: {
+      /** @description the app badge: mentions and direct messages outside muted places */
+      total_mentions: number;
+      workspaces: {
+        workspace_id: string;
+        unread_count: number;
+        mention_count: number;
+      }[];
+      channels: {
+        workspace_id: string;
+        channel_id: string;
+        last_read_message_id: string | null;
+        unread_count: number;
+        mention_count: number;
+        muted: boolean;
+      }[];
+      conversations: {
+        conversation_id: string;
+        last_read_message_id: string | null;
+        unread_count: number;
+        mention_count: number;
+        muted: boolean;
+      }[];
     };
     ErrorMessage: {
       message: string;
@@ -4468,7 +4731,7 @@ export interface operations {
         };
         content: {
           "application/json": {
-            data: components["schemas"]["Channel"][];
+            data: components["schemas"]["ChannelWithReadState"][];
             meta: {
               total: number;
             };
@@ -5941,6 +6204,8 @@ export interface operations {
       query?: {
         limit?: number;
         before?: string;
+        after?: string;
+        around?: string;
         parent_message_id?: string;
       };
       header?: never;
@@ -5961,8 +6226,12 @@ export interface operations {
           "application/json": {
             data: components["schemas"]["Message"][];
             meta: {
-              /** @description pass as `before` for the next (older) page */
-              next_cursor: string | null;
+              /** @description `before` and default pages: pass as `before` for the next (older) page; `after` pages: pass as `after` for the next (newer) page; null when there is none. Absent on `around` pages */
+              next_cursor?: string | null;
+              /** @description `around` pages only: the oldest id on the page, to pass as `before`; null when nothing is older */
+              before_cursor?: string | null;
+              /** @description `around` pages only: the newest id on the page, to pass as `after`; null when nothing is newer */
+              after_cursor?: string | null;
             };
           };
         };
@@ -6632,7 +6901,7 @@ export interface operations {
         };
         content: {
           "application/json": {
-            data: components["schemas"]["DirectConversation"][];
+            data: components["schemas"]["DirectConversationWithReadState"][];
             meta: {
               total: number;
             };
@@ -6885,6 +7154,8 @@ export interface operations {
       query?: {
         limit?: number;
         before?: string;
+        after?: string;
+        around?: string;
       };
       header?: never;
       path: {
@@ -6903,8 +7174,12 @@ export interface operations {
           "application/json": {
             data: components["schemas"]["Message"][];
             meta: {
-              /** @description pass as `before` for the next (older) page */
-              next_cursor: string | null;
+              /** @description `before` and default pages: pass as `before` for the next (older) page; `after` pages: pass as `after` for the next (newer) page; null when there is none. Absent on `around` pages */
+              next_cursor?: string | null;
+              /** @description `around` pages only: the oldest id on the page, to pass as `before`; null when nothing is older */
+              before_cursor?: string | null;
+              /** @description `around` pages only: the newest id on the page, to pass as `after`; null when nothing is newer */
+              after_cursor?: string | null;
             };
           };
         };
@@ -8856,6 +9131,8 @@ export interface operations {
       query?: {
         limit?: number;
         before?: string;
+        after?: string;
+        around?: string;
       };
       header?: never;
       path: {
@@ -8874,8 +9151,12 @@ export interface operations {
           "application/json": {
             data: components["schemas"]["Message"][];
             meta: {
-              /** @description pass as `before` for the next (older) page */
-              next_cursor: string | null;
+              /** @description `before` and default pages: pass as `before` for the next (older) page; `after` pages: pass as `after` for the next (newer) page; null when there is none. Absent on `around` pages */
+              next_cursor?: string | null;
+              /** @description `around` pages only: the oldest id on the page, to pass as `before`; null when nothing is older */
+              before_cursor?: string | null;
+              /** @description `around` pages only: the newest id on the page, to pass as `after`; null when nothing is newer */
+              after_cursor?: string | null;
             };
           };
         };
@@ -9613,6 +9894,988 @@ export interface operations {
         };
         content: {
           "application/json": components["schemas"]["ValidationError"];
+        };
+      };
+      /** @description The database, Redis or a sign-in provider cannot be reached; try again */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+    };
+  };
+  "notificationPreferences-getChannel": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        workspace_id: string;
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": {
+            data: components["schemas"]["ChannelNotificationPreferences"];
+          };
+        };
+      };
+      /** @description Unauthenticated. (missing, unknown or revoked bearer token) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Forbidden: a token without the ability, an untrusted Origin, or a role that may not do this */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Not found, or not visible to the caller */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The given data was invalid. */
+      422: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationError"];
+        };
+      };
+      /** @description The database, Redis or a sign-in provider cannot be reached; try again */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+    };
+  };
+  "notificationPreferences-updateChannel": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        workspace_id: string;
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "push": "mentions",
+         *       "muted": false
+         *     }
+         */
+        "application/json": {
+          /** @enum {string} */
+          push?: "default" | "all" | "mentions" | "none";
+          muted?: boolean | 1 | 0 | ("0" | "1" | "true" | "false");
+        };
+      };
+    };
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": {
+            data: components["schemas"]["ChannelNotificationPreferences"];
+          };
+        };
+      };
+      /** @description Malformed JSON, JSON nested deeper than 64 levels, or a body that is not a JSON object */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Unauthenticated. (missing, unknown or revoked bearer token) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Forbidden: a token without the ability, an untrusted Origin, or a role that may not do this */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Not found, or not visible to the caller */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The request body is larger than 1 MiB */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description A body that is neither JSON nor a URL-encoded form */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The given data was invalid. */
+      422: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationError"];
+        };
+      };
+      /** @description The database, Redis or a sign-in provider cannot be reached; try again */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+    };
+  };
+  "notificationPreferences-getConversation": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        conversation_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": {
+            data: components["schemas"]["ConversationNotificationPreferences"];
+          };
+        };
+      };
+      /** @description Unauthenticated. (missing, unknown or revoked bearer token) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Forbidden: a token without the ability, an untrusted Origin, or a role that may not do this */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Not found, or not visible to the caller */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The given data was invalid. */
+      422: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationError"];
+        };
+      };
+      /** @description The database, Redis or a sign-in provider cannot be reached; try again */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+    };
+  };
+  "notificationPreferences-updateConversation": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        conversation_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "muted": true
+         *     }
+         */
+        "application/json": {
+          muted: boolean | 1 | 0 | ("0" | "1" | "true" | "false");
+        };
+      };
+    };
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": {
+            data: components["schemas"]["ConversationNotificationPreferences"];
+          };
+        };
+      };
+      /** @description Malformed JSON, JSON nested deeper than 64 levels, or a body that is not a JSON object */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Unauthenticated. (missing, unknown or revoked bearer token) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Forbidden: a token without the ability, an untrusted Origin, or a role that may not do this */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Not found, or not visible to the caller */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The request body is larger than 1 MiB */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description A body that is neither JSON nor a URL-encoded form */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The given data was invalid. */
+      422: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationError"];
+        };
+      };
+      /** @description The database, Redis or a sign-in provider cannot be reached; try again */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+    };
+  };
+  "notificationPreferences-getMine": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": {
+            data: components["schemas"]["UserNotificationPreferences"];
+          };
+        };
+      };
+      /** @description Unauthenticated. (missing, unknown or revoked bearer token) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Forbidden: a token without the ability, an untrusted Origin, or a role that may not do this */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The database, Redis or a sign-in provider cannot be reached; try again */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+    };
+  };
+  "notificationPreferences-updateMine": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "channel_push": "mentions"
+         *     }
+         */
+        "application/json": {
+          /** @enum {string} */
+          channel_push: "all" | "mentions" | "none";
+        };
+      };
+    };
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": {
+            data: components["schemas"]["UserNotificationPreferences"];
+          };
+        };
+      };
+      /** @description Malformed JSON, JSON nested deeper than 64 levels, or a body that is not a JSON object */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Unauthenticated. (missing, unknown or revoked bearer token) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Forbidden: a token without the ability, an untrusted Origin, or a role that may not do this */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The request body is larger than 1 MiB */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description A body that is neither JSON nor a URL-encoded form */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The given data was invalid. */
+      422: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationError"];
+        };
+      };
+      /** @description The database, Redis or a sign-in provider cannot be reached; try again */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+    };
+  };
+  "readState-readChannel": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        workspace_id: string;
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "message_id": "msg_01KB2X7M9Q4T8V6W3Z5Y1R0N2P"
+         *     }
+         */
+        "application/json": {
+          message_id: string;
+        };
+      };
+    };
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": {
+            data: components["schemas"]["ReadPosition"];
+          };
+        };
+      };
+      /** @description Malformed JSON, JSON nested deeper than 64 levels, or a body that is not a JSON object */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Unauthenticated. (missing, unknown or revoked bearer token) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Forbidden: a token without the ability, an untrusted Origin, or a role that may not do this */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Not found, or not visible to the caller */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The request body is larger than 1 MiB */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description A body that is neither JSON nor a URL-encoded form */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The given data was invalid. */
+      422: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationError"];
+        };
+      };
+      /** @description The database, Redis or a sign-in provider cannot be reached; try again */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+    };
+  };
+  "readState-unreadChannel": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        workspace_id: string;
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "message_id": "msg_01KB2X7M9Q4T8V6W3Z5Y1R0N2P"
+         *     }
+         */
+        "application/json": {
+          message_id: string;
+        };
+      };
+    };
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": {
+            data: components["schemas"]["ReadPosition"];
+          };
+        };
+      };
+      /** @description Malformed JSON, JSON nested deeper than 64 levels, or a body that is not a JSON object */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Unauthenticated. (missing, unknown or revoked bearer token) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Forbidden: a token without the ability, an untrusted Origin, or a role that may not do this */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Not found, or not visible to the caller */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The request body is larger than 1 MiB */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description A body that is neither JSON nor a URL-encoded form */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The given data was invalid. */
+      422: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationError"];
+        };
+      };
+      /** @description The database, Redis or a sign-in provider cannot be reached; try again */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+    };
+  };
+  "readState-readConversation": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        conversation_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "message_id": "msg_01KB2X7M9Q4T8V6W3Z5Y1R0N2P"
+         *     }
+         */
+        "application/json": {
+          message_id: string;
+        };
+      };
+    };
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": {
+            data: components["schemas"]["ReadPosition"];
+          };
+        };
+      };
+      /** @description Malformed JSON, JSON nested deeper than 64 levels, or a body that is not a JSON object */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Unauthenticated. (missing, unknown or revoked bearer token) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Forbidden: a token without the ability, an untrusted Origin, or a role that may not do this */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Not found, or not visible to the caller */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The request body is larger than 1 MiB */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description A body that is neither JSON nor a URL-encoded form */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The given data was invalid. */
+      422: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationError"];
+        };
+      };
+      /** @description The database, Redis or a sign-in provider cannot be reached; try again */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+    };
+  };
+  "readState-unreadConversation": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        conversation_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "message_id": "msg_01KB2X7M9Q4T8V6W3Z5Y1R0N2P"
+         *     }
+         */
+        "application/json": {
+          message_id: string;
+        };
+      };
+    };
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": {
+            data: components["schemas"]["ReadPosition"];
+          };
+        };
+      };
+      /** @description Malformed JSON, JSON nested deeper than 64 levels, or a body that is not a JSON object */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Unauthenticated. (missing, unknown or revoked bearer token) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Forbidden: a token without the ability, an untrusted Origin, or a role that may not do this */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Not found, or not visible to the caller */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The request body is larger than 1 MiB */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description A body that is neither JSON nor a URL-encoded form */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The given data was invalid. */
+      422: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationError"];
+        };
+      };
+      /** @description The database, Redis or a sign-in provider cannot be reached; try again */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+    };
+  };
+  "readState-summary": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": {
+            data: components["schemas"]["UnreadSummary"];
+          };
+        };
+      };
+      /** @description Unauthenticated. (missing, unknown or revoked bearer token) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Forbidden: a token without the ability, an untrusted Origin, or a role that may not do this */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
         };
       };
       /** @description The database, Redis or a sign-in provider cannot be reached; try again */

@@ -438,3 +438,61 @@ export async function startFakeApns(): Promise<FakeApns> {
     },
   };
 }
+
+// ------------------------------------------------------------------------- what a device got
+
+export type PushFakes = { expo: FakeExpo; fcm: FakeFcm; apns: FakeApns };
+export type FakeDevice = { provider: "expo" | "fcm" | "apns"; token: string };
+
+/**
+ * One push a device got, read from its provider's request body: a notification (title, body,
+ * data) or a silent badge update (`silent`: no title or body, no alert), each with the badge the
+ * body carried (Expo `badge`, FCM `data.badge`, APNs `aps.badge`; undefined when it had none).
+ * FCM's `data.badge` is taken out of `data`, which holds the ids the app opens.
+ */
+export type DevicePush =
+  | { silent: false; title: string; body: string; data: Record<string, string>; badge: number | undefined }
+  | { silent: true; badge: number | undefined };
+
+export function pushesReceived(fakes: PushFakes, device: FakeDevice): DevicePush[] {
+  const badgeOf = (value: unknown) => (value === undefined ? undefined : Number(value));
+  switch (device.provider) {
+    case "expo":
+      return fakes.expo.received
+        .filter((push) => push.to === device.token)
+        .map((push) =>
+          push.title === undefined && push.body === undefined
+            ? { silent: true, badge: badgeOf(push.badge) }
+            : {
+                silent: false,
+                title: push.title ?? "",
+                body: push.body ?? "",
+                data: push.data ?? {},
+                badge: badgeOf(push.badge),
+              },
+        );
+    case "fcm":
+      return fakes.fcm.received
+        .filter((push) => push.token === device.token)
+        .map(({ message }) => {
+          const { badge, ...data } = (message.data ?? {}) as Record<string, string>;
+          return message.notification
+            ? {
+                silent: false,
+                title: message.notification.title,
+                body: message.notification.body,
+                data,
+                badge: badgeOf(badge),
+              }
+            : { silent: true, badge: badgeOf(badge) };
+        });
+    case "apns":
+      return fakes.apns.received
+        .filter((push) => push.token === device.token)
+        .map(({ payload: { aps, ...data } }) =>
+          aps.alert
+            ? { silent: false, title: aps.alert.title, body: aps.alert.body, data, badge: badgeOf(aps.badge) }
+            : { silent: true, badge: badgeOf(aps.badge) },
+        );
+  }
+}

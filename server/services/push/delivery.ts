@@ -1,21 +1,26 @@
-// The push worker's work for one message (docs/push.md): find whom it is for (the members of its
-// channel or conversation but its author, active accounts only), their devices, and send through each configured provider
-// in its batch size. A device the provider calls dead is deleted; the sends that may still
-// succeed (429, 5xx, timeouts) are enqueued again for just those devices, after the provider's
-// Retry-After or an exponential backoff, so an outage delays pushes and doubles none.
+// The push worker's work (docs/push.md). For a message (`push.message`): find whom it is for
+// (audience.ts: levels, mentions, threads, muted places), their devices and each one's badge,
+// in one statement, and send through each configured provider in its batch size. For a silent
+// badge update (`push.badge`, badge-updates.ts): one user's devices and badge. A device the
+// provider calls dead is deleted; the sends that may still succeed (429, 5xx, timeouts) are
+// enqueued again for just those devices, after the provider's Retry-After or an exponential
+// backoff, so an outage delays pushes and doubles none.
 import { setImmediate } from "node:timers/promises";
-import { and, asc, eq, inArray, ne, type SQL } from "drizzle-orm";
+import { asc, eq, inArray, sql, type SQL } from "drizzle-orm";
+import { rowsOf } from "../../../db/client.ts";
+import { arrayParam } from "../../../db/prepared.ts";
 import { attachments, channels, messages, pushDevices, rooms, users } from "../../../db/schema/index.ts";
 import { unseal } from "../../crypto.ts";
 import type { Deps } from "../../deps.ts";
 import { retryDelayMs, type Backoff } from "../../jobs/backoff.ts";
+import type { JobDefinition } from "../../jobs/definition.ts";
 import { enqueueJob } from "../../jobs/outbox.ts";
 import { mapLimit } from "../../outbound-http.ts";
-import { placeMemberIds } from "../../policy/audiences.ts";
-import { messageTargetOf, type MessageTarget } from "../../policy/places.ts";
+import { totalMentions } from "../messaging/unread-counts.ts";
+import { pushMessageRows, pushRecipientsOfRow } from "./audience.ts";
 import { pushJobId, pushJobs, type PushJobPayload } from "./jobs.ts";
 import { pushNotificationFor, type MessageForPush } from "./notification.ts";
-import type { PushOutcome, PushProvider, PushProviderName, PushSend } from "./provider.ts";
+import type { PushOutcome, PushPlatform, PushProvider, PushProviderName, PushSend, PushTarget } from "./provider.ts";
 import { retryAll } from "./providers/http.ts";
 
 export type PushProviders = ReadonlyMap<PushProviderName, PushProvider>;
@@ -51,9 +56,7 @@ function pushToken(deps: Deps, sealed: string): string | undefined {
   return token;
 }
 
-type Loaded = MessageForPush & { authorUserId: number | null; target: MessageTarget };
-
-async function loadMessage(deps: Deps, messageId: string): Promise<Loaded | undefined> {
+async function loadMessage(deps: Deps, messageId: string): Promise<MessageForPush | undefined> {
   const [row] = await deps.db
     .select({ message: messages, userName: users.name, channelName: channels.name, roomName: rooms.name })
     .from(messages)
@@ -62,10 +65,9 @@ async function loadMessage(deps: Deps, messageId: string): Promise<Loaded | unde
     .leftJoin(rooms, eq(rooms.id, messages.roomId))
     .where(eq(messages.id, messageId))
     .limit(1);
-  // Gone (deleted with its channel or conversation), or a server notice nobody is woken for.
-  if (!row || row.message.type === "system") return undefined;
+  // Gone (deleted, or with its channel or conversation), or a server notice nobody is woken for.
+  if (!row || row.message.type === "system" || row.message.deletedAt !== null) return undefined;
   const { message } = row;
-  const target = messageTargetOf(message);
   const files = await deps.db
     .select({ filename: attachments.filename })
     .from(attachments)
@@ -77,26 +79,44 @@ async function loadMessage(deps: Deps, messageId: string): Promise<Loaded | unde
     channelName: row.channelName,
     roomName: row.roomName,
     attachmentNames: files.map((file) => file.filename),
-    authorUserId: message.authorUserId,
-    target,
   };
 }
 
-/** The devices of the message's channel or conversation members, its author and deactivated accounts left out. */
-async function recipientDevices(deps: Deps, loaded: Loaded, retry: PushJobPayload["retry"]) {
-  const conditions: SQL[] = [inArray(pushDevices.userId, placeMemberIds(deps.db, loaded.target))];
-  if (loaded.authorUserId !== null) conditions.push(ne(pushDevices.userId, loaded.authorUserId));
-  if (retry) conditions.push(eq(pushDevices.provider, retry.provider), inArray(pushDevices.id, retry.deviceIds));
-  return deps.db
-    .select({
-      id: pushDevices.id,
-      provider: pushDevices.provider,
-      platform: pushDevices.platform,
-      tokenSealed: pushDevices.tokenSealed,
-    })
-    .from(pushDevices)
-    .innerJoin(users, and(eq(users.id, pushDevices.userId), eq(users.isActive, true)))
-    .where(and(...conditions));
+/** A device to send to, with its user's badge (`total_mentions`), as the delivery statements answer it. */
+export type DeviceRow = {
+  id: string;
+  provider: PushProviderName;
+  platform: PushPlatform;
+  token_sealed: string;
+  badge: number;
+};
+
+/** A retry's own devices: `and <device>.provider = … and <device>.id = any(…)`, or nothing. */
+export function retryFilter(device: string, retry: PushJobPayload["retry"]): SQL {
+  if (!retry) return sql``;
+  return sql`and ${sql.raw(device)}.provider = ${retry.provider}
+    and ${sql.raw(device)}.id = any(${arrayParam(retry.deviceIds)}::text[])`;
+}
+
+/**
+ * One statement: the users the message is for (audience.ts) who have a device, each one's
+ * badge, counted now (the message committed before its event reached the consumer, so it
+ * counts), and their devices. Badges are computed once per recipient with a device, never for
+ * members without one.
+ */
+async function recipientDevices(deps: Deps, messageId: string, retry: PushJobPayload["retry"]) {
+  return rowsOf<DeviceRow>(
+    await deps.db.execute(sql`
+      with recipients as materialized (
+        select distinct r.user_id
+        from ${pushMessageRows(sql`array[${messageId}::text]`)} cross join lateral (${pushRecipientsOfRow}) r
+        where exists (select 1 from ${pushDevices} rd where rd.user_id = r.user_id ${retryFilter("rd", retry)})),
+      badges as materialized (
+        select recipient.user_id, ${totalMentions(sql`recipient.user_id`)} as badge from recipients recipient)
+      select d.id, d.provider, d.platform, d.token_sealed, b.badge
+      from ${pushDevices} d join badges b on b.user_id = d.user_id
+      where true ${retryFilter("d", retry)}`),
+  );
 }
 
 async function inBatches(provider: PushProvider, sends: PushSend[]): Promise<PushOutcome[]> {
@@ -114,45 +134,75 @@ async function inBatches(provider: PushProvider, sends: PushSend[]): Promise<Pus
 }
 
 export async function deliverPush(deps: Deps, providers: PushProviders, payload: PushJobPayload): Promise<void> {
+  // Whom it is for first: at the default level most channel messages are for nobody, and such a
+  // job costs this one statement.
+  const rows = await recipientDevices(deps, payload.messageId, payload.retry);
+  if (rows.length === 0) return;
   const loaded = await loadMessage(deps, payload.messageId);
   if (!loaded) return;
-  const rows = await recipientDevices(deps, loaded, payload.retry);
-  if (rows.length === 0) return;
-
-  // One notification for every recipient: the original text (translations are not built yet).
+  // One notification for every recipient (the original text: translations are not built yet),
+  // each with their own badge.
   const notification = pushNotificationFor(loaded);
+  const outcomes = await sendToDevices(deps, providers, rows, (target, badge) => ({ target, notification, badge }), {
+    messageId: payload.messageId,
+  });
+  for (const [provider, sent] of outcomes) {
+    await scheduleRetry(deps, provider, sent, {
+      definition: pushJobs.message,
+      attempt: payload.retry?.attempt ?? 1,
+      maxAttempts: MAX_PUSH_ATTEMPTS,
+      next: (retry) => ({
+        payload: { messageId: payload.messageId, retry },
+        jobId: `${pushJobId(payload.messageId)}-${provider}-${retry.attempt}`,
+      }),
+      log: { messageId: payload.messageId },
+    });
+  }
+}
+
+/**
+ * Sends to each device through its provider, in the provider's batch size; deletes the devices
+ * the provider calls dead (and those whose token no longer opens); answers each provider's
+ * outcomes, for the caller's retries.
+ */
+export async function sendToDevices(
+  deps: Deps,
+  providers: PushProviders,
+  rows: DeviceRow[],
+  sendOf: (target: PushTarget, badge: number) => PushSend,
+  log: Record<string, unknown>,
+): Promise<Map<PushProviderName, PushOutcome[]>> {
   const byProvider = new Map<PushProviderName, PushSend[]>();
   const unreadable: string[] = [];
   for (const [index, device] of rows.entries()) {
     // The server's requests share this thread: a large channel is prepared in slices.
     if (index > 0 && index % SLICE === 0) await setImmediate();
     if (!providers.has(device.provider)) continue; // not configured: said once at start
-    const token = pushToken(deps, device.tokenSealed);
+    const token = pushToken(deps, device.token_sealed);
     if (token === undefined) {
       // Sealed under another APP_KEY: the app registers its token again on its next launch.
       unreadable.push(device.id);
       continue;
     }
     const sends = byProvider.get(device.provider) ?? [];
-    sends.push({ target: { deviceId: device.id, token, platform: device.platform }, notification });
+    sends.push(sendOf({ deviceId: device.id, token, platform: device.platform }, Number(device.badge)));
     byProvider.set(device.provider, sends);
   }
 
   const results = await Promise.all(
-    [...byProvider].map(async ([name, sends]) => ({ name, outcomes: await inBatches(providers.get(name)!, sends) })),
+    [...byProvider].map(async ([name, sends]) => [name, await inBatches(providers.get(name)!, sends)] as const),
   );
 
   const gone = [...unreadable];
-  for (const { name, outcomes } of results) {
+  for (const [name, outcomes] of results) {
     gone.push(...outcomes.filter((outcome) => outcome.result === "unregistered").map((outcome) => outcome.deviceId));
     const failed = outcomes.filter((outcome) => outcome.result === "failed");
     if (failed.length > 0) {
       deps.logger.warn(
-        { provider: name, messageId: payload.messageId, failed: failed.length, reason: failed[0]!.reason },
+        { provider: name, ...log, failed: failed.length, reason: failed[0]!.reason },
         "push: the provider refused some notifications; not retried",
       );
     }
-    await scheduleRetry(deps, payload, name, outcomes);
   }
   if (unreadable.length > 0) {
     deps.logger.warn(
@@ -161,38 +211,44 @@ export async function deliverPush(deps: Deps, providers: PushProviders, payload:
     );
   }
   if (gone.length > 0) await deps.db.delete(pushDevices).where(inArray(pushDevices.id, gone));
+  return new Map(results);
 }
 
-async function scheduleRetry(
+type Retry = NonNullable<PushJobPayload["retry"]>;
+
+/** How a job is tried again for the devices whose send may still succeed. */
+export type RetryPlan<Payload> = {
+  definition: JobDefinition<Payload>;
+  /** The attempt that just ran (1: the first). */
+  attempt: number;
+  maxAttempts: number;
+  /** The next attempt's payload and (stable) job id. */
+  next: (retry: Retry) => { payload: Payload; jobId: string };
+  log: Record<string, unknown>;
+};
+
+export async function scheduleRetry<Payload>(
   deps: Deps,
-  payload: PushJobPayload,
   provider: PushProviderName,
   outcomes: PushOutcome[],
+  plan: RetryPlan<Payload>,
 ): Promise<void> {
   const retries = outcomes.flatMap((outcome) => (outcome.result === "retry" ? [outcome] : []));
   if (retries.length === 0) return;
-  const attempt = (payload.retry?.attempt ?? 1) + 1;
-  if (attempt > MAX_PUSH_ATTEMPTS) {
+  const attempt = plan.attempt + 1;
+  if (attempt > plan.maxAttempts) {
     deps.logger.warn(
-      { provider, messageId: payload.messageId, devices: retries.length, reason: retries[0]!.reason },
+      { provider, ...plan.log, devices: retries.length, reason: retries[0]!.reason },
       "push: gave up after the last attempt",
     );
     return;
   }
   const retryAfters = retries.flatMap((outcome) => (outcome.retryAfterMs === undefined ? [] : [outcome.retryAfterMs]));
   const delayMs = retryDelayMs(PUSH_BACKOFF, attempt, retryAfters.length > 0 ? Math.max(...retryAfters) : undefined);
-  await enqueueJob(
-    deps.db,
-    deps.clock.now(),
-    pushJobs.message,
-    {
-      messageId: payload.messageId,
-      retry: { provider, deviceIds: retries.map((outcome) => outcome.deviceId), attempt },
-    },
-    { jobId: `${pushJobId(payload.messageId)}-${provider}-${attempt}`, delayMs },
-  );
+  const { payload, jobId } = plan.next({ provider, deviceIds: retries.map((outcome) => outcome.deviceId), attempt });
+  await enqueueJob(deps.db, deps.clock.now(), plan.definition, payload, { jobId, delayMs });
   deps.logger.info(
-    { provider, messageId: payload.messageId, devices: retries.length, attempt, delayMs, reason: retries[0]!.reason },
+    { provider, ...plan.log, devices: retries.length, attempt, delayMs, reason: retries[0]!.reason },
     "push: will try again",
   );
 }

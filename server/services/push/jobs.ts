@@ -1,32 +1,51 @@
-// The push queue's one job: deliver the notifications of one message. The push consumer of the
-// event log enqueues it (job id `push-<message id>`, server/consumers/push.ts); a send that may still succeed (429,
-// 5xx, a timeout) is enqueued again for just the devices it failed for, after a delay.
+// The push queue's jobs. `push.message` delivers the notifications of one message: the push
+// consumer of the event log enqueues it (job id `push-<message id>`, server/consumers/push.ts).
+// `push.badge` sends a user's devices a silent badge update after a read lowered their badge:
+// the consumer enqueues it at most once per user per BADGE_WINDOW_MS (job id
+// `badge-<user id>-<window>`, due at the window's end). A send that may still succeed (429, 5xx,
+// a timeout) is enqueued again for just the devices it failed for, after a delay.
 import { z } from "zod";
 import { defineJob } from "../../jobs/definition.ts";
 import { PUSH_PROVIDERS } from "./provider.ts";
+
+/** A retry: only these devices of this provider, the `attempt`-th time. */
+const retry = z
+  .object({
+    provider: z.enum(PUSH_PROVIDERS),
+    deviceIds: z.array(z.string().min(1)).min(1),
+    attempt: z.number().int().min(2),
+  })
+  .optional();
+
+/** A user's devices get at most one silent badge update per window of this length. */
+export const BADGE_WINDOW_MS = 10_000;
 
 export const pushJobs = {
   message: defineJob({
     queue: "push",
     name: "push.message",
-    payload: z.object({
-      messageId: z.string().min(1),
-      /** A retry: only these devices of this provider, the `attempt`-th time. */
-      retry: z
-        .object({
-          provider: z.enum(PUSH_PROVIDERS),
-          deviceIds: z.array(z.string().min(1)).min(1),
-          attempt: z.number().int().min(2),
-        })
-        .optional(),
-    }),
+    payload: z.object({ messageId: z.string().min(1), retry }),
     // Provider failures are retried by the job itself, per device; these attempts cover the
     // database being away before anything was sent.
+    attempts: 5,
+    backoffMs: 1_000,
+  }),
+  badge: defineJob({
+    queue: "push",
+    name: "push.badge",
+    payload: z.object({
+      userId: z.number().int().min(1),
+      /** The BADGE_WINDOW_MS window (ms since the epoch / BADGE_WINDOW_MS) it was enqueued in: part of its id. */
+      window: z.number().int().min(0),
+      retry,
+    }),
     attempts: 5,
     backoffMs: 1_000,
   }),
 };
 
 export type PushJobPayload = z.infer<typeof pushJobs.message.payload>;
+export type BadgeJobPayload = z.infer<typeof pushJobs.badge.payload>;
 
 export const pushJobId = (messageId: string) => `push-${messageId}`;
+export const badgeJobId = (userId: number, window: number) => `badge-${userId}-${window}`;

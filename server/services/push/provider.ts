@@ -26,7 +26,17 @@ export type PushTarget = {
   platform: PushPlatform;
 };
 
-export type PushSend = { target: PushTarget; notification: PushNotification };
+/**
+ * One device's push: a notification with the recipient's badge (`total_mentions`, what the app
+ * icon shows), or the badge alone: a silent badge update (after a read lowered it), which shows
+ * nothing and makes no sound. The badge is per recipient; the notification is shared.
+ */
+export type PushSend =
+  | { target: PushTarget; notification: PushNotification; badge?: number | undefined }
+  | { target: PushTarget; notification?: undefined; badge: number };
+
+/** The `data` of a silent badge update, with the badge as a string (FCM data holds strings only). */
+export const badgeUpdateData = (badge: number): Record<string, string> => ({ type: "badge", badge: String(badge) });
 
 export type PushOutcome =
   /** The service accepted it. */

@@ -10,7 +10,7 @@ import { SignJWT } from "jose";
 import type { Clock } from "../../../clock.ts";
 import { oncePer, type Logger } from "../../../logger.ts";
 import { describeRequestError, mapLimit, parseJson, parseRetryAfter } from "../../../outbound-http.ts";
-import type { PushOutcome, PushProvider, PushSend } from "../provider.ts";
+import { badgeUpdateData, type PushOutcome, type PushProvider, type PushSend } from "../provider.ts";
 import { PUSH_REQUEST_TIMEOUT_MS, PushTimeoutError, retryAll, retryOutcome, type ClientOptions } from "./http.ts";
 
 export const APNS_DEFAULT_URL = "https://api.push.apple.com";
@@ -32,6 +32,34 @@ export type ApnsOptions = ClientOptions & {
 };
 
 type ApnsResponse = { status: number; headers: http2.IncomingHttpHeaders; body: string };
+
+/** "10": deliver now (a message); "5": when it suits the device's power (a badge update). */
+type ApnsPriority = "10" | "5";
+
+/**
+ * The payload of one device's notification, with its badge, and its priority. A silent badge
+ * update is `aps.badge` alone: Apple files a badge under the `alert` push type (a change the user
+ * sees), and the `background` type (`content-available`) must carry no badge, alert or sound, so
+ * the badge-only alert is APNs' own silent badge update; priority 5, as nothing needs the user now.
+ */
+export function apnsRequest({ notification, badge }: PushSend): {
+  payload: Record<string, unknown>;
+  priority: ApnsPriority;
+} {
+  if (!notification) return { payload: { ...badgeUpdateData(badge), aps: { badge } }, priority: "5" };
+  return {
+    payload: {
+      ...notification.data,
+      aps: {
+        alert: { title: notification.title, body: notification.body },
+        sound: "default",
+        "thread-id": notification.threadId,
+        ...(badge !== undefined && { badge }),
+      },
+    },
+    priority: "10",
+  };
+}
 
 export class ApnsProvider implements PushProvider {
   readonly name = "apns" as const;
@@ -94,19 +122,12 @@ export class ApnsProvider implements PushProvider {
   }
 
   private async sendOne(send: PushSend, jwt: string, mayRenewToken: boolean): Promise<PushOutcome> {
-    const { target, notification } = send;
+    const { target } = send;
     const deviceId = target.deviceId;
-    const payload = {
-      ...notification.data,
-      aps: {
-        alert: { title: notification.title, body: notification.body },
-        sound: "default",
-        "thread-id": notification.threadId,
-      },
-    };
+    const { payload, priority } = apnsRequest(send);
     let response: ApnsResponse;
     try {
-      response = await this.request(target.token, jwt, JSON.stringify(payload));
+      response = await this.request(target.token, jwt, JSON.stringify(payload), priority);
     } catch (error) {
       return retryOutcome(deviceId, `apns: ${describeRequestError(error)}`);
     }
@@ -158,7 +179,7 @@ export class ApnsProvider implements PushProvider {
   }
 
   /** One stream: resolves with the answer, rejects on a timeout, a reset or a connection error. */
-  private request(deviceToken: string, jwt: string, body: string): Promise<ApnsResponse> {
+  private request(deviceToken: string, jwt: string, body: string, priority: ApnsPriority): Promise<ApnsResponse> {
     return new Promise<ApnsResponse>((resolve, reject) => {
       let session: http2.ClientHttp2Session;
       let stream: http2.ClientHttp2Stream;
@@ -170,7 +191,7 @@ export class ApnsProvider implements PushProvider {
           authorization: `bearer ${jwt}`,
           "apns-topic": this.options.topic,
           "apns-push-type": "alert",
-          "apns-priority": "10",
+          "apns-priority": priority,
           "content-type": "application/json",
         });
       } catch (error) {

@@ -1,10 +1,11 @@
 // Expo's push service (https://docs.expo.dev/push-notifications/sending-notifications/):
 // one POST of up to 100 messages, answered with one ticket per message in the same order.
-// Receipts are not polled: a ticket's error is enough to drop dead tokens.
+// Receipts are not polled: a ticket's error is enough to drop dead tokens. Each message carries
+// its recipient's `badge`; a silent badge update is a message with a badge and no title or body.
 import type { Clock } from "../../../clock.ts";
 import { oncePer, type Logger } from "../../../logger.ts";
 import { describeRequestError, parseJson, parseRetryAfter, postWithTimeout } from "../../../outbound-http.ts";
-import type { PushOutcome, PushProvider, PushSend } from "../provider.ts";
+import { badgeUpdateData, type PushOutcome, type PushProvider, type PushSend } from "../provider.ts";
 import { PUSH_REQUEST_TIMEOUT_MS, retryAll, retryOutcome, scrubToken, type ClientOptions } from "./http.ts";
 
 export const EXPO_DEFAULT_URL = "https://exp.host/--/api/v2/push/send";
@@ -34,14 +35,7 @@ export class ExpoProvider implements PushProvider {
 
   async send(sends: PushSend[]): Promise<PushOutcome[]> {
     if (sends.length === 0) return [];
-    const messages = sends.map(({ target, notification }) => ({
-      to: target.token,
-      title: notification.title,
-      body: notification.body,
-      data: notification.data,
-      sound: "default",
-      priority: "high",
-    }));
+    const messages = sends.map(expoMessage);
     const headers: Record<string, string> = { accept: "application/json", "content-type": "application/json" };
     if (this.options.accessToken) headers.authorization = `Bearer ${this.options.accessToken}`;
 
@@ -88,6 +82,23 @@ export class ExpoProvider implements PushProvider {
     const message = typeof ticket.message === "string" ? scrubToken(ticket.message, send.target.token) : "error";
     return { deviceId, result: "failed", reason: `expo: ${code ?? message}` };
   }
+}
+
+/**
+ * A notification with its badge (iOS shows it on the app icon), or a silent badge update: the
+ * badge without title or body, which Expo delivers without showing or sounding anything.
+ */
+function expoMessage({ target, notification, badge }: PushSend) {
+  if (!notification) return { to: target.token, badge, data: badgeUpdateData(badge), priority: "normal" };
+  return {
+    to: target.token,
+    title: notification.title,
+    body: notification.body,
+    data: notification.data,
+    sound: "default",
+    priority: "high",
+    ...(badge !== undefined && { badge }),
+  };
 }
 
 /** " (CODE)" of a whole-request error body `{errors: [{code, message}]}`, or "". */

@@ -8,7 +8,7 @@ import * as oidc from "openid-client";
 import type { Clock } from "../../../clock.ts";
 import { oncePer, type Logger } from "../../../logger.ts";
 import { describeRequestError, mapLimit, parseJson, parseRetryAfter, postWithTimeout } from "../../../outbound-http.ts";
-import type { PushOutcome, PushProvider, PushSend } from "../provider.ts";
+import { badgeUpdateData, type PushOutcome, type PushProvider, type PushSend } from "../provider.ts";
 import { PUSH_REQUEST_TIMEOUT_MS, retryAll, retryOutcome, scrubToken, type ClientOptions } from "./http.ts";
 
 export const FCM_DEFAULT_URL = "https://fcm.googleapis.com";
@@ -116,18 +116,9 @@ export class FcmProvider implements PushProvider {
   }
 
   private async sendOne(send: PushSend, accessToken: string, mayRefresh: boolean): Promise<PushOutcome> {
-    const { target, notification } = send;
+    const { target } = send;
     const deviceId = target.deviceId;
-    const message = {
-      message: {
-        token: target.token,
-        notification: { title: notification.title, body: notification.body },
-        data: notification.data,
-        android: { priority: "HIGH", notification: { tag: notification.threadId } },
-        apns: { payload: { aps: { "thread-id": notification.threadId, sound: "default" } } },
-        webpush: { headers: { Urgency: "high" } },
-      },
-    };
+    const message = { message: fcmMessage(send) };
     let response: Awaited<ReturnType<typeof postWithTimeout>>;
     try {
       response = await postWithTimeout(
@@ -175,6 +166,39 @@ export class FcmProvider implements PushProvider {
     const detail = typeof error?.message === "string" ? `: ${scrubToken(error.message, target.token)}` : "";
     return { deviceId, result: "failed", reason: `fcm: ${status} ${label}${detail}` };
   }
+}
+
+/**
+ * The HTTP v1 `message` for one device. A notification carries the recipient's badge three ways:
+ * `data.badge` (a string: FCM data values are strings), the Android notification's
+ * `notification_count` (launchers that show badges read it) and the iOS `aps.badge`. A silent
+ * badge update is a data message (no `notification`, normal priority) whose iOS form is APNs'
+ * badge-only notification (push type alert, priority 5: a badge is a user-visible change, which
+ * APNs' background type must not carry).
+ */
+export function fcmMessage({ target, notification, badge }: PushSend): Record<string, unknown> {
+  if (!notification) {
+    return {
+      token: target.token,
+      data: badgeUpdateData(badge),
+      android: { priority: "NORMAL" },
+      apns: { headers: { "apns-push-type": "alert", "apns-priority": "5" }, payload: { aps: { badge } } },
+    };
+  }
+  const counted = badge !== undefined;
+  return {
+    token: target.token,
+    notification: { title: notification.title, body: notification.body },
+    data: counted ? { ...notification.data, badge: String(badge) } : notification.data,
+    android: {
+      priority: "HIGH",
+      notification: { tag: notification.threadId, ...(counted && { notification_count: badge }) },
+    },
+    apns: {
+      payload: { aps: { "thread-id": notification.threadId, sound: "default", ...(counted && { badge }) } },
+    },
+    webpush: { headers: { Urgency: "high" } },
+  };
 }
 
 /** The errorCode of the FcmError entry in an error's details (UNREGISTERED, INVALID_ARGUMENT…). */
