@@ -1,8 +1,8 @@
-// `npm run bench [-- requests|fanout|fanout-baseline|idle|push|translation|webhooks|outbound|features|lifecycle ...]`: load scenarios against the
+// `npm run bench [-- requests|fanout|fanout-baseline|idle|push|translation|webhooks|outbound|features|lifecycle|unread ...]`: load scenarios against the
 // real server, started as its own process for each section (PGlite, or PostgreSQL/Redis when
 // DATABASE_URL/REDIS_URL are set). Every loop is bounded in time and count, and only talks to
 // 127.0.0.1. Prints a table per section, then everything as one line of JSON. With no argument,
-// all of them run but fanout-baseline (about 15 minutes), features and lifecycle (only when named).
+// all of them run but fanout-baseline (about 15 minutes), features, lifecycle and unread (only when named).
 //
 //   requests  request/response throughput and latency of the main paths (BENCH_SECONDS each)
 //   fanout    N receivers on one channel over WebSocket, senders over REST (BENCH_FANOUT=10,100,1000);
@@ -38,6 +38,12 @@
 //             BENCH_RUNS (3) runs each: ops/s, p99s, delivery, ratio (target ≥ 0.9); 60 racing reaction
 //             PUTs at one message (expect 50 × 200, 10 × 422); history page latency with reactions on 20%
 //             against without (target ≤ 1.2). Knobs in bench/lifecycle.ts.
+//   unread    BENCH_UNREAD_MESSAGES (10,000,000) messages over BENCH_UNREAD_CHANNELS (2000) channels, bulk-loaded
+//             in SQL once (kept for later runs; BENCH_UNREAD_RELOAD=1 loads again), a reader in
+//             BENCH_UNREAD_MEMBER_CHANNELS (100) of them with over 1000 unread and some mentions in each:
+//             GET …/channels and GET /api/v1/unread p50/p95/p99 over BENCH_UNREAD_REQUESTS (200) each
+//             (target p95 < 30 ms), the answers checked, EXPLAIN (ANALYZE, BUFFERS) of the count SQL,
+//             POST …/read latency; needs DATABASE_URL (a database of its own). Knobs in bench/unread.ts.
 import { cpus, totalmem } from "node:os";
 import { runFanout, runIdle } from "./fanout.ts";
 import { runFanoutBaseline } from "./fanout-baseline.ts";
@@ -47,6 +53,7 @@ import { runOutbound } from "./outbound.ts";
 import { runPush } from "./push.ts";
 import { runRequestRows } from "./requests.ts";
 import { runTranslation } from "./translation.ts";
+import { runUnread, TARGET_P95_MS } from "./unread.ts";
 import { runWebhooks } from "./webhooks.ts";
 
 const SECTIONS = [
@@ -60,10 +67,11 @@ const SECTIONS = [
   "outbound",
   "features",
   "lifecycle",
+  "unread",
 ] as const;
 type Section = (typeof SECTIONS)[number];
 /** Sections that run only when named. */
-const ON_REQUEST: readonly Section[] = ["fanout-baseline", "features", "lifecycle"];
+const ON_REQUEST: readonly Section[] = ["fanout-baseline", "features", "lifecycle", "unread"];
 
 const asked = process.argv.slice(2).filter((arg) => arg !== "--");
 const unknown = asked.filter((arg) => !(SECTIONS as readonly string[]).includes(arg));
@@ -396,6 +404,63 @@ if (selected.has("lifecycle")) {
     },
   ]);
   result.lifecycle = lifecycle;
+}
+if (selected.has("unread")) {
+  const unread = await runUnread(log);
+  const dash = (value: number | string | null) => value ?? "-";
+  const { data_set: data } = unread;
+  console.table([
+    {
+      messages: data.messages,
+      channels: unread.settings.channels,
+      "reader's channels": unread.settings.member_channels,
+      "loaded this run": data.loaded_this_run,
+      "load s (this run)": dash(data.load_seconds_this_run),
+      "load s (all loads)": data.load_seconds_total,
+      "database MiB": data.database_mib,
+      "messages heap MiB": data.messages_heap_mib,
+      "messages indexes MiB": data.messages_indexes_mib,
+    },
+  ]);
+  console.table(
+    unread.rows.map((row) => ({
+      endpoint: row.endpoint,
+      requests: row.requests,
+      p50_ms: dash(row.p50_ms),
+      p95_ms: dash(row.p95_ms),
+      p99_ms: dash(row.p99_ms),
+      max_ms: dash(row.max_ms),
+      "answer KiB": dash(row.answer_kib),
+      errors: row.errors,
+      "server cpu ms/req": dash(row.server_cpu_ms),
+      "postgres cpu ms/req": dash(row.pg_cpu_ms),
+      [`p95 < ${TARGET_P95_MS} ms`]: row.pass === null ? "-" : row.pass ? "met" : "missed",
+    })),
+  );
+  console.table(
+    unread.explain.map((row) => ({
+      "EXPLAIN (ANALYZE, BUFFERS)": row.statement,
+      "execution ms": row.execution_ms,
+      "planning ms": row.planning_ms,
+      "heap fetches": row.heap_fetches,
+      "buffers hit": row.shared_hit,
+      "buffers read": row.shared_read,
+      "jit functions": dash(row.jit_functions),
+      "execution ms, jit off": dash(row.execution_ms_without_jit),
+      scans: row.scans.join("; "),
+    })),
+  );
+  console.log(
+    `machine during the recorded requests: ${unread.machine.machine_busy_pct}% busy, other work ` +
+      `${unread.machine.other_cpu_pct}% of a core (${unread.machine.busy_before_pct}% busy just before)`,
+  );
+  const problems = [...unread.checks.list, ...unread.checks.unread, ...unread.checks.reads];
+  console.log(
+    `answers: ${unread.targets.answers_right ? "right" : "WRONG"}` +
+      (unread.checks.differing_answers > 0 ? ` (${unread.checks.differing_answers} differed from the first)` : "") +
+      (problems.length > 0 ? `: ${problems.join("; ")}` : ""),
+  );
+  result.unread = unread;
 }
 result.total_seconds = Math.round((performance.now() - started) / 1000);
 console.log(JSON.stringify(result));

@@ -61,6 +61,9 @@ export async function openDatabase(options: {
     const client = postgres(options.databaseUrl, {
       max: 10,
       onnotice: () => {},
+      // Short OLTP statements: JIT compiling a statement the planner prices high (the channel
+      // list's capped counts, a push audience) costs more than running it (docs/performance.md).
+      connection: { jit: "off" },
       debug: postgresStatementHook(statements),
     });
     attributePostgresQueries(client);

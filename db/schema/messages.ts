@@ -112,16 +112,18 @@ export const messages = pgTable(
         table.clientMessageId,
       )
       .where(sql`${table.clientMessageId} is not null and ${table.deletedAt} is null`),
-    // Channel history (top-level messages, newest first) and threads.
+    // Channel history (top-level messages, newest first), and unread counts (docs/unread.md): a
+    // channel's live top-level messages after a read position and their authors, read from the
+    // index alone (the migration adds `include (author_user_id, deleted_at)`, which drizzle
+    // cannot declare).
     index("messages_channel_id_id_idx")
       .on(table.channelId, table.id)
       .where(sql`${table.parentMessageId} is null`),
-    // Unread counts and read positions (docs/unread.md): a channel's live messages after a
-    // position, read from the index alone (the migration adds `include (author_user_id,
-    // parent_message_id)`, which drizzle cannot declare).
-    index("messages_channel_unread_idx")
+    // A channel's replies by id: with the index above, a new member's starting read position (its
+    // newest message, reply or not).
+    index("messages_channel_replies_idx")
       .on(table.channelId, table.id)
-      .where(sql`${table.deletedAt} is null`),
+      .where(sql`${table.parentMessageId} is not null and ${table.deletedAt} is null`),
     // Mention counts: the messages that mention anyone, per channel (replies included; the
     // migration adds `include (author_user_id, mentions_channel, mentioned_user_ids)`).
     index("messages_channel_mentions_idx")

@@ -159,7 +159,8 @@ type Summary = {
 /**
  * `GET /api/v1/unread`: every channel (still in its workspace) and conversation of the caller
  * with anything unread, the sums per workspace, and `total_mentions` (the badge: mentions and
- * direct messages outside muted places). One statement.
+ * direct messages outside muted places). One statement; its CTEs are materialized so that each
+ * count runs once per place (inlined, the filter on the counts would run them twice).
  */
 export async function unreadSummary(deps: Pick<Deps, "db">, userId: number): Promise<Summary> {
   const row = await runStatement<{
@@ -167,13 +168,13 @@ export async function unreadSummary(deps: Pick<Deps, "db">, userId: number): Pro
     conversations: Summary["conversations"] | null;
   }>(
     deps.db,
-    sql`with ch as (select ch.workspace_id, cm.channel_id, cm.last_read_message_id, cm.muted,
+    sql`with ch as materialized (select ch.workspace_id, cm.channel_id, cm.last_read_message_id, cm.muted,
         ${channelUnreadCount(userId, sql`cm.channel_id`, sql`cm.last_read_message_id`)} as unread_count,
         ${channelMentionCount(userId, sql`cm.channel_id`, sql`cm.last_read_message_id`)} as mention_count
       from ${channelMembers} cm join ${channels} ch on ch.id = cm.channel_id
         join ${workspaceMembers} wm on wm.workspace_id = ch.workspace_id and wm.user_id = cm.user_id
       where cm.user_id = ${userId}::integer),
-    cv as (select rs.conversation_id, rs.last_read_message_id, rs.muted,
+    cv as materialized (select rs.conversation_id, rs.last_read_message_id, rs.muted,
         ${conversationUnreadCount(userId, sql`rs.conversation_id`, sql`rs.last_read_message_id`)} as unread_count,
         ${conversationMentionCount(userId, sql`rs.conversation_id`, sql`rs.last_read_message_id`)} as mention_count
       from ${conversationReadStates} rs where rs.user_id = ${userId}::integer)

@@ -30,11 +30,11 @@ const capped = (rows: SQL) => sql`(select count(*)::integer from (${rows} limit 
 
 /**
  * SQL of a channel's `unread_count` for `userId` after `position` (an SQL expression, null: the
- * beginning), served by messages_channel_unread_idx alone.
+ * beginning), served by the history index (messages_channel_id_id_idx) alone.
  */
 export function channelUnreadCount(userId: UserRef, channelId: SQL, position: SQL): SQL {
-  return capped(sql`select 1 from ${messages} u where u.channel_id = ${channelId} and u.deleted_at is null
-    and u.id > coalesce(${position}, '') and u.parent_message_id is null
+  return capped(sql`select 1 from ${messages} u where u.channel_id = ${channelId} and u.parent_message_id is null
+    and u.id > coalesce(${position}, '') and u.deleted_at is null
     and u.author_user_id is distinct from ${user(userId)}`);
 }
 
@@ -64,11 +64,14 @@ export function conversationMentionCount(userId: UserRef, conversationId: SQL, p
 export type PlaceCounts = { last_read_message_id: string | null; unread_count: number; mention_count: number };
 
 /**
- * SQL of the position a new member of a channel starts at: its newest message (null when it has
- * none), so that joining shows nothing old as unread.
+ * SQL of the position a new member of a channel starts at: its newest live message, reply or not
+ * (null when it has none), so that joining shows nothing old as unread. Two index lookups: the
+ * newest top-level message and the newest reply.
  */
 export function channelStartPosition(channelId: string): SQL {
-  return sql`(select max(m.id) from ${messages} m where m.channel_id = ${channelId} and m.deleted_at is null)`;
+  return sql`greatest(
+    (select max(m.id) from ${messages} m where m.channel_id = ${channelId} and m.parent_message_id is null and m.deleted_at is null),
+    (select max(r.id) from ${messages} r where r.channel_id = ${channelId} and r.parent_message_id is not null and r.deleted_at is null))`;
 }
 
 /**
