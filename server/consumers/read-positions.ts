@@ -1,7 +1,8 @@
 // The read-positions consumer: a top-level message moves its author's read position in its
 // channel or conversation to it (docs/unread.md), so the post itself writes nothing for read
-// state. One statement per batch with the author's posts in it, with the cursor; a batch of
-// replies, room messages and bot posts only costs nothing. The position moves forward only (a
+// state. It coalesces (Consumer.coalesceMs): at most once a second, it reads what was posted
+// since and moves the authors' positions in one statement with its cursor; what it reads holding
+// only replies, room messages and bot posts costs no write. The position moves forward only (a
 // later `POST …/read` or a faster device may have passed it already).
 import { arrayParam } from "../../db/prepared.ts";
 import { sql } from "drizzle-orm";
@@ -14,6 +15,9 @@ export function readPositionsConsumer(deps: { db: Database }): Consumer {
   return {
     name: "read-positions",
     types: new Set(["message.created"]),
+    // An author's position may follow their post by a second: one statement per second of posts,
+    // not one per batch the relay positions.
+    coalesceMs: 1_000,
     async handle(events: LoggedEvent[], move: CursorMove): Promise<BatchResult> {
       const posts = createdMessages(events)
         .map(({ record }) => record)
