@@ -554,3 +554,44 @@ export function envNumber(name: string, fallback: number): number {
   const value = Number(process.env[name]);
   return Number.isFinite(value) && value > 0 ? value : fallback;
 }
+
+/** A request's answer: its status and body text. */
+export type Answer = { status: number; body: string };
+
+/**
+ * `call(method, url, token, body?)`: one JSON request with a bearer token over `agent`
+ * (keep-alive node:http, so a closed loop measures the server rather than connection set-up).
+ */
+export function keepAliveCaller(agent: HttpAgent, timeoutMs: number) {
+  return function call(method: string, url: string, token: string, body?: unknown): Promise<Answer> {
+    const payload = body === undefined ? undefined : JSON.stringify(body);
+    return new Promise((resolve, reject) => {
+      const request = httpRequest(
+        url,
+        {
+          method,
+          agent,
+          timeout: timeoutMs,
+          headers: {
+            Authorization: `Bearer ${token}`,
+            ...(payload !== undefined && {
+              "Content-Type": "application/json",
+              "Content-Length": Buffer.byteLength(payload),
+            }),
+          },
+        },
+        (response) => {
+          const chunks: Buffer[] = [];
+          response.on("data", (chunk: Buffer) => chunks.push(chunk));
+          response.once("end", () =>
+            resolve({ status: response.statusCode ?? 0, body: Buffer.concat(chunks).toString("utf8") }),
+          );
+          response.once("error", reject);
+        },
+      );
+      request.once("timeout", () => request.destroy(Object.assign(new Error("timed out"), { name: "TimeoutError" })));
+      request.once("error", reject);
+      request.end(payload);
+    });
+  };
+}

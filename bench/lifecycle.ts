@@ -54,7 +54,7 @@
 // Reading the numbers: every subscriber, the load generator and the server share the machine's
 // cores. Frames of later events about a post (an edit, a reaction) that still carry the post's
 // marked content count as repeats (`duplicates` in the JSON), not as deliveries.
-import { Agent as HttpAgent, request as httpRequest } from "node:http";
+import { Agent as HttpAgent } from "node:http";
 import {
   Collector,
   MARKER,
@@ -65,7 +65,18 @@ import {
   type Receiver,
   type Team,
 } from "./fanout.ts";
-import { api, envNumber, mapLimit, percentile, round, sleep, startBenchServer, startUsageWindow } from "./lib.ts";
+import {
+  api,
+  envNumber,
+  keepAliveCaller,
+  mapLimit,
+  percentile,
+  round,
+  sleep,
+  startBenchServer,
+  startUsageWindow,
+  type Answer,
+} from "./lib.ts";
 
 const RECEIVERS = Math.min(5000, Math.floor(envNumber("BENCH_LIFECYCLE_RECEIVERS", 100)));
 const RECEIVER_ACCOUNTS = Math.min(RECEIVERS, 20);
@@ -101,40 +112,8 @@ const MIX: OpKind[] = [..."PPEPPRPPEPDPPRPEPPPP"].map((letter) => LETTERS[letter
 
 const agent = new HttpAgent({ keepAlive: true, maxSockets: 128 });
 const REQUEST_TIMEOUT_MS = 30_000;
-type Answer = { status: number; body: string };
 
-/** One JSON request with a bearer token over keep-alive node:http; resolves with status and body. */
-function call(method: string, url: string, token: string, body?: unknown): Promise<Answer> {
-  const payload = body === undefined ? undefined : JSON.stringify(body);
-  return new Promise((resolve, reject) => {
-    const request = httpRequest(
-      url,
-      {
-        method,
-        agent,
-        timeout: REQUEST_TIMEOUT_MS,
-        headers: {
-          Authorization: `Bearer ${token}`,
-          ...(payload !== undefined && {
-            "Content-Type": "application/json",
-            "Content-Length": Buffer.byteLength(payload),
-          }),
-        },
-      },
-      (response) => {
-        const chunks: Buffer[] = [];
-        response.on("data", (chunk: Buffer) => chunks.push(chunk));
-        response.once("end", () =>
-          resolve({ status: response.statusCode ?? 0, body: Buffer.concat(chunks).toString("utf8") }),
-        );
-        response.once("error", reject);
-      },
-    );
-    request.once("timeout", () => request.destroy(Object.assign(new Error("timed out"), { name: "TimeoutError" })));
-    request.once("error", reject);
-    request.end(payload);
-  });
-}
+const call = keepAliveCaller(agent, REQUEST_TIMEOUT_MS);
 
 const ok = (answer: Answer) => answer.status >= 200 && answer.status < 300;
 

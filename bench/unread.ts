@@ -80,7 +80,7 @@
 // is freshly vacuumed (every page all-visible), which is the best case for index-only scans: in
 // production the newest pages, where the unread messages are, become all-visible only when
 // autovacuum has been through them (see the heap fetches of the EXPLAIN lines).
-import { Agent as HttpAgent, request as httpRequest } from "node:http";
+import { Agent as HttpAgent } from "node:http";
 import { isDeepStrictEqual } from "node:util";
 import { sql as dsql, type SQL } from "drizzle-orm";
 import { PgDialect } from "drizzle-orm/pg-core";
@@ -95,12 +95,14 @@ import { listChannels } from "../server/services/workspaces/channels.ts";
 import {
   api,
   envNumber,
+  keepAliveCaller,
   percentile,
   round,
   startBenchServer,
   startDatabaseCpuWindow,
   startUsageWindow,
   waitForQuietMachine,
+  type Answer,
 } from "./lib.ts";
 
 const MESSAGES = Math.floor(envNumber("BENCH_UNREAD_MESSAGES", 10_000_000));
@@ -225,39 +227,8 @@ const createdAtSql = (layout: Layout, seq: string) =>
 // Requests
 
 const agent = new HttpAgent({ keepAlive: true, maxSockets: 4 });
-type Answer = { status: number; body: string };
 
-function call(method: string, url: string, token: string, body?: unknown): Promise<Answer> {
-  const payload = body === undefined ? undefined : JSON.stringify(body);
-  return new Promise((resolve, reject) => {
-    const request = httpRequest(
-      url,
-      {
-        method,
-        agent,
-        timeout: 60_000,
-        headers: {
-          Authorization: `Bearer ${token}`,
-          ...(payload !== undefined && {
-            "Content-Type": "application/json",
-            "Content-Length": Buffer.byteLength(payload),
-          }),
-        },
-      },
-      (response) => {
-        const chunks: Buffer[] = [];
-        response.on("data", (chunk: Buffer) => chunks.push(chunk));
-        response.once("end", () =>
-          resolve({ status: response.statusCode ?? 0, body: Buffer.concat(chunks).toString("utf8") }),
-        );
-        response.once("error", reject);
-      },
-    );
-    request.once("timeout", () => request.destroy(new Error("timed out")));
-    request.once("error", reject);
-    request.end(payload);
-  });
-}
+const call = keepAliveCaller(agent, 60_000);
 
 async function register(baseUrl: string, name: string, email: string): Promise<{ id: number; token: string }> {
   const body = await api<{ access_token: string; user: { id: number } }>(
