@@ -399,6 +399,26 @@ describe("who gets a push", () => {
     expect(pushesTo(hostsPhone)).toEqual([]);
   });
 
+  it("an edit that adds a mention pushes nobody; the mention counts, and a later mention's badge includes it", async () => {
+    const [olive, mia] = await users("Olive", "Mia");
+    const general = await team(olive!, [mia!]);
+    const phone = await addDevice(mia!, "expo");
+    const plain = await post(olive!, general, "plain words");
+    // Its push job has run and found nobody (Mia is at the default level, not mentioned).
+    await settle();
+    const edited = await api.patch(
+      `/api/v1/workspaces/${general.workspaceId}/channels/${general.channelId}/messages/${plain}`,
+      { content: `now ${mention(mia!)}` },
+      { token: olive!.token },
+    );
+    expect(edited.status, JSON.stringify(edited.body)).toBe(200);
+    await settle();
+    expect(pushesTo(phone)).toEqual([]);
+    // The edited message mentions Mia now: a new mention pushes with a badge of 2.
+    const next = await post(olive!, general, `again ${mention(mia!)}`);
+    expect(await badgesOf([phone], next)).toEqual([2]);
+  });
+
   it("never pushes the author, even at level all and mentioning themselves", async () => {
     const [olive, witness] = await users("Olive", "Walt");
     const general = await team(olive!, [witness!]);
