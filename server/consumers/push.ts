@@ -14,15 +14,12 @@
 import { sql } from "drizzle-orm";
 import { rowsOf, type Database } from "../../db/client.ts";
 import { arrayParam } from "../../db/prepared.ts";
-import { jobOutbox, pushDevices, streamEvents } from "../../db/schema/index.ts";
+import { jobOutbox, pushDevices } from "../../db/schema/index.ts";
 import type { Clock } from "../clock.ts";
-import { streams } from "../events/streams.ts";
 import { placeMembersOfRow } from "../policy/audiences.ts";
 import { BADGE_WINDOW_MS, pushJobs } from "../services/push/jobs.ts";
 import { createdMessages, messageRows } from "./batch-places.ts";
 import { batchResultOf, type BatchResult, type Consumer, type CursorMove, type LoggedEvent } from "./kit.ts";
-
-const USER_STREAM_PREFIX = streams.user(0).slice(0, -1); // "user:"
 
 export function pushConsumer(deps: { db: Database; clock: Clock }): Consumer {
   let anyDevice = true;
@@ -40,10 +37,16 @@ export function pushConsumer(deps: { db: Database; clock: Clock }): Consumer {
       if (!anyDevice) return "nothing";
       // Server notices wake nobody.
       const messages = createdMessages(events).filter(({ record }) => record.type !== "system");
-      // The reader is the stream's user: read from the log's row (the payload does not name them).
-      const lowered = events
-        .filter((event) => event.payload.type === "read.updated" && event.payload.lowers_badge === true)
-        .map((event) => event.position);
+      // The readers whose read lowered their badge (the stored payload names them).
+      const lowered = [
+        ...new Set(
+          events.flatMap((event) =>
+            event.payload.type === "read.updated" && event.payload.lowers_badge === true && event.payload.reader_id
+              ? [event.payload.reader_id]
+              : [],
+          ),
+        ),
+      ];
       if (messages.length === 0 && lowered.length === 0) return "nothing";
       const now = deps.clock.now();
       const window = Math.floor(now.getTime() / BADGE_WINDOW_MS);
@@ -62,10 +65,7 @@ export function pushConsumer(deps: { db: Database; clock: Clock }): Consumer {
               where m.author_id is null or d.user_id <> m.author_id)
             on conflict (job_id) do nothing
             returning 1),
-          readers as (
-            select distinct substr(e.stream, ${USER_STREAM_PREFIX.length + 1}::integer)::integer as user_id
-            from ${streamEvents} e
-            where e.position = any(${arrayParam(lowered)}::bigint[]) and e.stream like ${`${USER_STREAM_PREFIX}%`}),
+          readers as (select unnest(${arrayParam(lowered)}::integer[]) as user_id),
           badge_jobs as (
             insert into ${jobOutbox} (name, payload, job_id, run_at, created_at)
             select ${pushJobs.badge.name}, jsonb_build_object('userId', r.user_id, 'window', ${window}::bigint),

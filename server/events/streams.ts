@@ -48,7 +48,8 @@ export type EventPayload = {
   data: Record<string, unknown>;
   audience?: Audience;
   source_language?: Language | null;
-  /** read.updated only, for the push consumer: the read lowered the reader's badge (docs/push.md). */
+  /** read.updated only, for the push consumer: whose read it was, and whether it lowered their badge (docs/push.md). */
+  reader_id?: number;
   lowers_badge?: boolean;
 };
 

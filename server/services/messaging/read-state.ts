@@ -116,6 +116,7 @@ export async function moveReadPosition(
           'data', jsonb_build_object('last_read_message_id', c.id, 'unread_count', c.unread_count,
             'mention_count', c.mention_count),
           -- For the push consumer: this read lowered the badge (a silent badge update is due).
+          'reader_id', ${userId}::integer,
           'lowers_badge', not (select muted from moved)
             and ${p.mentions(sql`(select last_read_message_id from kept)`)} > c.mention_count),
         ${at}::timestamptz
