@@ -20,6 +20,13 @@ export interface EventBus {
    * arrived, so whoever depends on them catches up from the store.
    */
   onResubscribed(listener: () => void): () => void;
+  /**
+   * Called when the bus loses its connection (until `onResubscribed`), and answers whether it is
+   * listening now: a subscriber holds live messages back from then until it has caught up from
+   * the store, so that none that arrives first can step over what was missed.
+   */
+  onDisconnected(listener: () => void): () => void;
+  isListening(): boolean;
   close(): Promise<void>;
 }
 
@@ -41,6 +48,14 @@ export class InProcessEventBus implements EventBus {
     return () => {};
   }
 
+  onDisconnected(): () => void {
+    return () => {};
+  }
+
+  isListening(): boolean {
+    return true;
+  }
+
   async close(): Promise<void> {
     this.emitter.removeAllListeners();
   }
@@ -53,6 +68,9 @@ export class RedisEventBus implements EventBus {
   /** Each topic's SUBSCRIBE, so that a second listener also waits until Redis has confirmed it. */
   private readonly subscribed = new Map<string, Promise<unknown>>();
   private readonly resubscribedListeners = new Set<() => void>();
+  private readonly disconnectedListeners = new Set<() => void>();
+  /** Ready, resubscribed and caught up with by the listeners (false from a lost connection until then). */
+  private listening = false;
   /** Topics asked for while the subscriber was not connected. */
   private readonly waitingTopics = new Set<string>();
 
@@ -84,10 +102,19 @@ export class RedisEventBus implements EventBus {
         .then(() => this.subscriber.ping())
         .then(
           () => {
+            this.listening = true;
             for (const listener of this.resubscribedListeners) listener();
           },
           (error: unknown) => logger.warn({ err: error }, "event bus: could not confirm the resubscription"),
         );
+    });
+    // A lost connection: messages published from now until the resubscription never arrive, and
+    // the first ones after it may arrive before the listeners caught up (ioredis resubscribes the
+    // known topics by itself): listeners hold live messages back until `onResubscribed`.
+    this.subscriber.on("close", () => {
+      if (!this.listening) return;
+      this.listening = false;
+      for (const listener of this.disconnectedListeners) listener();
     });
     this.subscriber.on("message", (channel: string, raw: string) => {
       const topic = channel.slice(this.channelPrefix.length);
@@ -141,9 +168,19 @@ export class RedisEventBus implements EventBus {
     return () => this.resubscribedListeners.delete(listener);
   }
 
+  onDisconnected(listener: () => void): () => void {
+    this.disconnectedListeners.add(listener);
+    return () => this.disconnectedListeners.delete(listener);
+  }
+
+  isListening(): boolean {
+    return this.listening;
+  }
+
   async close(): Promise<void> {
     this.listeners.clear();
     this.resubscribedListeners.clear();
+    this.disconnectedListeners.clear();
     await Promise.allSettled([this.publisher.quit(), this.subscriber.quit()]);
   }
 }

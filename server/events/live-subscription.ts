@@ -83,8 +83,18 @@ export class LiveSubscription implements AsyncIterable<TrackedEnvelope<StreamEve
     this.sink = sink;
     if (this.options.signal?.aborted) return this.close();
     this.options.signal?.addEventListener("abort", () => this.close(), { once: true });
-    this.cleanups.push(this.options.bus.onResubscribed(() => this.run(() => this.catchUp())));
+    const { bus } = this.options;
+    this.cleanups.push(
+      bus.onDisconnected(() => this.holdUntilResubscribed()),
+      bus.onResubscribed(() => {
+        // Catch up first, then let the held live events through, merged with what was missed.
+        this.run(() => this.catchUp());
+        this.releaseHold?.();
+      }),
+    );
     this.run(() => this.start());
+    // Started (and told the client so) even while Redis is away; live events wait for it.
+    if (!bus.isListening()) this.holdUntilResubscribed();
   }
 
   /** Ends the subscription with an error (e.g. its credential was revoked), typed for the client. */
@@ -104,6 +114,7 @@ export class LiveSubscription implements AsyncIterable<TrackedEnvelope<StreamEve
     if (this.closed) return;
     this.closed = true;
     this.queue = [];
+    this.releaseHold?.();
     for (const unsubscribe of this.unsubscribers.values()) unsubscribe();
     this.unsubscribers.clear();
     for (const cleanup of this.cleanups.splice(0)) cleanup();
@@ -124,6 +135,25 @@ export class LiveSubscription implements AsyncIterable<TrackedEnvelope<StreamEve
     if (!this.closed) this.sink!.ready?.();
     if (lastEventId !== null && lastEventId !== undefined)
       this.queue = mergeByPosition(await this.missed([...this.unsubscribers.keys()]), this.queue);
+  }
+
+  /** Ends the hold of `holdUntilResubscribed`. */
+  private releaseHold: (() => void) | undefined;
+
+  /**
+   * The bus lost its connection (or has not listened yet): live events queue from now until it
+   * listens again and the catch-up ran, so that a live event published after the reconnection
+   * cannot arrive first and move the position over events published while it was away.
+   */
+  private holdUntilResubscribed(): void {
+    if (this.releaseHold || this.closed) return;
+    const held = new Promise<void>((resolve) => {
+      this.releaseHold = () => {
+        this.releaseHold = undefined;
+        resolve();
+      };
+    });
+    this.run(() => held);
   }
 
   /** The bus listened again after losing its connection: what was published meanwhile comes from the store. */
