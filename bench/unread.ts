@@ -104,6 +104,7 @@ import {
   waitForQuietMachine,
   type Answer,
 } from "./lib.ts";
+import type { UnreadSummary } from "../server/records/read-state.ts";
 
 const MESSAGES = Math.floor(envNumber("BENCH_UNREAD_MESSAGES", 10_000_000));
 const CHANNELS = Math.floor(envNumber("BENCH_UNREAD_CHANNELS", 2000));
@@ -570,19 +571,6 @@ type ChannelRow = {
   mention_count: number | null;
   muted: boolean | null;
 };
-type Summary = {
-  total_mentions: number;
-  workspaces: { workspace_id: string; unread_count: number; mention_count: number }[];
-  channels: {
-    workspace_id: string;
-    channel_id: string;
-    last_read_message_id: string | null;
-    unread_count: number;
-    mention_count: number;
-    muted: boolean;
-  }[];
-  conversations: unknown[];
-};
 
 const capped = (n: number) => Math.min(COUNT_CAP, n);
 
@@ -623,7 +611,7 @@ function checkList(body: string, expected: Expected[], visible: number): string[
 /** What is wrong with /unread (empty: nothing). */
 function checkSummary(body: string, expected: Expected[], workspaceId: string): string[] {
   const problems: string[] = [];
-  const summary = (JSON.parse(body) as { data: Summary }).data;
+  const summary = (JSON.parse(body) as { data: UnreadSummary }).data;
   const byId = new Map(summary.channels.map((row) => [row.channel_id, row]));
   if (summary.channels.length !== expected.length) {
     problems.push(`unread: ${summary.channels.length} channels, expected ${expected.length}`);

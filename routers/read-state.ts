@@ -2,6 +2,7 @@
 // unread, and every unread count of the caller in one call.
 import { z } from "zod";
 import { dataOf } from "../server/records/common.ts";
+import { placeCounts, unreadSummaryRecord } from "../server/records/read-state.ts";
 import { idPattern } from "../server/ids.ts";
 import { moveReadPosition, unreadSummary, type ReadPlace } from "../server/services/messaging/read-state.ts";
 import { authedProcedure, router } from "../server/trpc.ts";
@@ -10,42 +11,6 @@ const tags = ["Read state"];
 const messageIdInput = z.string().regex(idPattern("message"), "The :attribute field must be a message id.");
 const channelInput = z.object({ workspace_id: z.string(), id: z.string(), message_id: messageIdInput });
 const conversationInput = z.object({ conversation_id: z.string(), message_id: messageIdInput });
-
-const placeCounts = z
-  .object({
-    last_read_message_id: z.string().nullable().describe("everything up to this message is read (null: nothing)"),
-    unread_count: z.number().int().describe("top-level messages after the position, not yours (stops at 1000)"),
-    mention_count: z.number().int().describe("messages after the position that mention you, replies included"),
-  })
-  .meta({ id: "ReadPosition" });
-
-const unreadSummaryRecord = z
-  .object({
-    total_mentions: z.number().int().describe("the app badge: mentions and direct messages outside muted places"),
-    workspaces: z.array(
-      z.object({ workspace_id: z.string(), unread_count: z.number().int(), mention_count: z.number().int() }),
-    ),
-    channels: z.array(
-      z.object({
-        workspace_id: z.string(),
-        channel_id: z.string(),
-        last_read_message_id: z.string().nullable(),
-        unread_count: z.number().int(),
-        mention_count: z.number().int(),
-        muted: z.boolean(),
-      }),
-    ),
-    conversations: z.array(
-      z.object({
-        conversation_id: z.string(),
-        last_read_message_id: z.string().nullable(),
-        unread_count: z.number().int(),
-        mention_count: z.number().int(),
-        muted: z.boolean(),
-      }),
-    ),
-  })
-  .meta({ id: "UnreadSummary" });
 
 const channelPlace = (input: z.infer<typeof channelInput>): ReadPlace => ({
   kind: "channel",

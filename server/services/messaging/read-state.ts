@@ -17,6 +17,7 @@ import {
   workspaceMembers,
 } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
+import type { PlaceCounts, UnreadSummary } from "../../records/read-state.ts";
 import { forbidden, invalidField, notFound } from "../../errors.ts";
 import { streams } from "../../events/streams.ts";
 import {
@@ -31,7 +32,6 @@ import {
   channelUnreadCount,
   conversationMentionCount,
   conversationUnreadCount,
-  type PlaceCounts,
 } from "./unread-counts.ts";
 
 /** The places that keep read positions: channels and direct conversations (not threads, not rooms). */
@@ -137,36 +137,16 @@ export async function moveReadPosition(
   };
 }
 
-type Summary = {
-  total_mentions: number;
-  workspaces: { workspace_id: string; unread_count: number; mention_count: number }[];
-  channels: {
-    workspace_id: string;
-    channel_id: string;
-    last_read_message_id: string | null;
-    unread_count: number;
-    mention_count: number;
-    muted: boolean;
-  }[];
-  conversations: {
-    conversation_id: string;
-    last_read_message_id: string | null;
-    unread_count: number;
-    mention_count: number;
-    muted: boolean;
-  }[];
-};
-
 /**
  * `GET /api/v1/unread`: every channel (still in its workspace) and conversation of the caller
  * with anything unread, the sums per workspace, and `total_mentions` (the badge: mentions and
  * direct messages outside muted places). One statement; its CTEs are materialized so that each
  * count runs once per place (inlined, the filter on the counts would run them twice).
  */
-export async function unreadSummary(deps: Pick<Deps, "db">, userId: number): Promise<Summary> {
+export async function unreadSummary(deps: Pick<Deps, "db">, userId: number): Promise<UnreadSummary> {
   const row = await runStatement<{
-    channels: Summary["channels"] | null;
-    conversations: Summary["conversations"] | null;
+    channels: UnreadSummary["channels"] | null;
+    conversations: UnreadSummary["conversations"] | null;
   }>(
     deps.db,
     sql`with ch as materialized (select ch.workspace_id, cm.channel_id, cm.last_read_message_id, cm.muted,
@@ -186,7 +166,7 @@ export async function unreadSummary(deps: Pick<Deps, "db">, userId: number): Pro
   );
   const channelRows = row?.channels ?? [];
   const conversationRows = row?.conversations ?? [];
-  const workspaces = new Map<string, Summary["workspaces"][number]>();
+  const workspaces = new Map<string, UnreadSummary["workspaces"][number]>();
   for (const channel of channelRows) {
     const sums = workspaces.get(channel.workspace_id) ?? {
       workspace_id: channel.workspace_id,

@@ -60,9 +60,6 @@ export function conversationMentionCount(userId: UserRef, conversationId: SQL, p
     and x.author_user_id is distinct from ${user(userId)}`);
 }
 
-/** The counts of one place as a record carries them. */
-export type PlaceCounts = { last_read_message_id: string | null; unread_count: number; mention_count: number };
-
 /**
  * SQL of the position a new member of a channel starts at: its newest live message, reply or not
  * (null when it has none), so that joining shows nothing old as unread. Two index lookups: the
