@@ -19,6 +19,7 @@ import { outboundWebhooksRouter } from "./outbound-webhooks.ts";
 import { passwordResetRouter } from "./password-reset.ts";
 import { readStateRouter } from "./read-state.ts";
 import { roomsRouter } from "./rooms.ts";
+import { searchRouter } from "./search.ts";
 import { socialRouter } from "./social.ts";
 import { tokensRouter } from "./tokens.ts";
 import { webhooksRouter } from "./webhooks.ts";
@@ -47,6 +48,7 @@ export const appRouter = router({
   roomMessage: roomMessageRouter,
   notificationPreferences: notificationPreferencesRouter,
   readState: readStateRouter,
+  search: searchRouter,
 });
 
 export type AppRouter = typeof appRouter;

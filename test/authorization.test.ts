@@ -1308,6 +1308,56 @@ const WALK: Walk = {
   "readState.unreadConversation": READ_CONVERSATION,
   "readState.summary": [{ input: () => undefined }],
 
+  // ---- search ----
+  "search.messages": [
+    {
+      // Everything the caller can read: the walk's leak check holds the secrets of the rest.
+      label: "no filter",
+      input: () => ({ q: "secret" }),
+      check: (body, caller) => {
+        const contents = body.data.map((message: { content: string }) => message.content);
+        if (IN_PRIVATE_CHANNEL.includes(caller)) expect(contents).toEqual(expect.arrayContaining(w.secretContents));
+        else expect(contents.filter((content: string) => w.secretContents.includes(content))).toEqual([]);
+      },
+    },
+    ...CHANNEL_KINDS.map((kind) => ({
+      label: kind.label,
+      chain: [R.workspace, kind.link],
+      target: fixtureChannel(kind),
+      input: (t: Target) => ({
+        q: kind.visibility === "public" ? "public hello" : "secret plan",
+        workspace_id: idOf(t, "workspace"),
+        channel_id: idOf(t, "channel"),
+      }),
+      check: (body: any) => {
+        const contents = body.data.map((message: { content: string }) => message.content);
+        expect(contents).toContain(kind.visibility === "public" ? w.publicContent : w.secretContents[0]);
+      },
+    })),
+    {
+      label: "the workspace",
+      chain: [R.workspace],
+      target: workspaceTarget,
+      input: (t) => ({ q: "public hello", workspace_id: idOf(t, "workspace") }),
+      check: (body) =>
+        expect(body.data.map((message: { content: string }) => message.content)).toContain(w.publicContent),
+    },
+    {
+      label: FOREIGN,
+      chain: [R.workspace, R.foreignChannel],
+      target: foreignChannelTarget,
+      input: (t) => ({ q: "a", workspace_id: idOf(t, "workspace"), channel_id: idOf(t, "channel") }),
+    },
+    {
+      label: "the conversation",
+      chain: [R.conversation],
+      target: conversationTarget,
+      input: (t) => ({ q: "dm secret", conversation_id: idOf(t, "conversation") }),
+      check: (body) =>
+        expect(body.data.map((message: { content: string }) => message.content)).toEqual([w.conversation.content]),
+    },
+  ],
+
   // ---- live ----
   "events.onUser": [{ input: () => undefined }],
 };
@@ -2099,6 +2149,8 @@ async function buildWorld(): Promise<World> {
 
   const token = await createPersonalToken(member, `pat-${tag}`);
   w.token = { id: token.id, name: token.name };
+  // The search index follows the event log: the world's messages are searchable once it has.
+  await ctx.server.app.deps.relay.flush();
   return w;
 }
 

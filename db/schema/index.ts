@@ -13,3 +13,4 @@ export * from "./translations.ts";
 export * from "./webhooks.ts";
 export * from "./outbound-webhooks.ts";
 export * from "./rooms.ts";
+export * from "./search.ts";

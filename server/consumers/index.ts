@@ -9,10 +9,16 @@ import { ConsumerKit, type Consumer } from "./kit.ts";
 import { outboundConsumer } from "./outbound.ts";
 import { pushConsumer } from "./push.ts";
 import { readPositionsConsumer } from "./read-positions.ts";
+import { searchConsumer } from "./search.ts";
 import { translationConsumer } from "./translation.ts";
 
 export function createConsumers(deps: { db: Database; clock: Clock; logger: Logger; config: Config }): ConsumerKit {
-  const consumers: Consumer[] = [readPositionsConsumer(deps), pushConsumer(deps), outboundConsumer(deps)];
+  const consumers: Consumer[] = [
+    readPositionsConsumer(deps),
+    pushConsumer(deps),
+    outboundConsumer(deps),
+    searchConsumer(deps),
+  ];
   if (translationEnabled(deps.config)) consumers.push(translationConsumer(deps));
   return new ConsumerKit(deps, consumers);
 }

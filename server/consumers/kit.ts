@@ -23,6 +23,7 @@ import { consumerCursors, streamEvents } from "../../db/schema/index.ts";
 import type { EventPayload } from "../events/streams.ts";
 import { oncePer, type Logger } from "../logger.ts";
 import { retryDelayMs, type Backoff } from "../jobs/backoff.ts";
+import { setTimeout as sleep } from "node:timers/promises";
 
 /** An event of the log, positioned. */
 export type LoggedEvent = { position: number; createdAt: Date; payload: EventPayload };
@@ -68,6 +69,13 @@ export interface Consumer {
   readonly coalesceMs?: number;
   /** The work of one batch (only events of `types`; never empty). */
   handle(events: LoggedEvent[], move: CursorMove): Promise<BatchResult>;
+  /**
+   * Work over what existed before the consumer started (it starts at the newest position, so it
+   * never reads history from the log): the leading process runs it in the background, a step at
+   * a time, until a step answers "done". Each step keeps its own progress, so a restart or a new
+   * leader continues where it stopped.
+   */
+  backfillStep?(): Promise<"more" | "done">;
 }
 
 /** A consumer's cursor row is written this long after an idle batch moved it, at the latest. */
@@ -75,6 +83,8 @@ const PERSIST_IDLE_MS = 30_000;
 /** Events read per statement while catching up. */
 const CATCH_UP_BATCH = 500;
 const RETRY: Backoff = { firstMs: 1_000, longestMs: 30_000, longestRetryAfterMs: 30_000 };
+/** The pause between two backfill steps, so that a backfill leaves the database to the requests. */
+const BACKFILL_PAUSE_MS = 20;
 
 type State = {
   consumer: Consumer;
@@ -98,6 +108,9 @@ export class ConsumerKit {
   private running = false;
   private persistTimer: NodeJS.Timeout | undefined;
   private readonly mayWarn = oncePer();
+  /** The backfills running, and how to stop their pauses. */
+  private backfills: Promise<void>[] = [];
+  private stopBackfills = new AbortController();
 
   constructor(
     private readonly deps: KitDeps,
@@ -136,6 +149,33 @@ export class ConsumerKit {
       }
       await Promise.all(this.states.map((state) => state.consumer.refresh?.()));
     }).catch((error: unknown) => this.warn(error, "consumers: could not load their cursors"));
+    this.stopBackfills = new AbortController();
+    this.backfills = this.states.flatMap(({ consumer }) =>
+      consumer.backfillStep ? [this.backfill(consumer.name, () => consumer.backfillStep!())] : [],
+    );
+  }
+
+  /** Runs one consumer's backfill to its end (or until the kit stops), retrying a failed step. */
+  private async backfill(name: string, step: () => Promise<"more" | "done">): Promise<void> {
+    const { signal } = this.stopBackfills;
+    let failures = 0;
+    while (this.running && !signal.aborted) {
+      let pauseMs = BACKFILL_PAUSE_MS;
+      try {
+        if ((await step()) === "done") return;
+        failures = 0;
+      } catch (error) {
+        this.warn(error, `consumers: the ${name} backfill failed; it will go on from where it stopped`);
+        failures += 1;
+        pauseMs = retryDelayMs(RETRY, failures + 1, undefined);
+      }
+      await sleep(pauseMs, undefined, { signal, ref: false }).catch(() => {});
+    }
+  }
+
+  /** Resolves when the backfills started have finished (or stopped). */
+  async backfilled(): Promise<void> {
+    await Promise.all(this.backfills);
   }
 
   /**
@@ -179,6 +219,8 @@ export class ConsumerKit {
   /** This process stops leading (or shuts down): writes the idle cursors and stops. */
   async stop(): Promise<void> {
     this.running = false;
+    this.stopBackfills.abort();
+    await this.backfilled();
     clearTimeout(this.persistTimer);
     for (const state of this.states) {
       clearTimeout(state.retry);

@@ -340,6 +340,7 @@ const TAGS: { name: string; description: string }[] = [
     name: "Notification preferences",
     description: "Push levels and muting per channel and conversation, and the user's default (docs/push.md).",
   },
+  { name: "Search", description: "Message search in every language, through translations too (docs/search.md)." },
   { name: "Attachments", description: "Uploads and downloads of message files." },
   { name: "Inbound webhooks", description: "Post into a channel from outside, as a bot." },
   { name: "Outbound webhooks", description: "Signed deliveries of workspace events to your URL." },

@@ -101,6 +101,45 @@ export function readingRight(userId: number, place: MessageTarget, now: Date): S
         where ${channelMembers.channelId} = ${channels.id} and ${channelMembers.userId} = ${userId}))`;
 }
 
+/** What a search narrows the places to; each filter is optional, and those given all apply. */
+export type PlaceFilter = {
+  workspaceId?: string | undefined;
+  channelId?: string | undefined;
+  conversationId?: string | undefined;
+  roomId?: string | undefined;
+};
+
+/**
+ * SQL selecting every place the user may read now, narrowed by `filter`: rows of `place_id` (a
+ * channel, conversation or room id) and `workspace_id` (null outside channels). The rule of
+ * `readingRight`, for all places at once (a search over everything the caller can read).
+ */
+export function readablePlaces(userId: number, filter: PlaceFilter, now: Date): SQL {
+  const parts: SQL[] = [];
+  const channelsOnly = filter.workspaceId !== undefined || filter.channelId !== undefined;
+  if (filter.conversationId === undefined && filter.roomId === undefined) {
+    parts.push(sql`select ${channels.id} as place_id, ${channels.workspaceId} as workspace_id from ${channels}
+      join ${workspaceMembers} on ${workspaceMembers.workspaceId} = ${channels.workspaceId} and ${workspaceMembers.userId} = ${userId}
+      where (${channels.visibility} = 'public' or exists (select 1 from ${channelMembers}
+          where ${channelMembers.channelId} = ${channels.id} and ${channelMembers.userId} = ${userId}))
+        ${filter.workspaceId === undefined ? sql`` : sql`and ${channels.workspaceId} = ${filter.workspaceId}`}
+        ${filter.channelId === undefined ? sql`` : sql`and ${channels.id} = ${filter.channelId}`}`);
+  }
+  if (!channelsOnly && filter.roomId === undefined) {
+    parts.push(sql`select ${conversations.id} as place_id, null::text as workspace_id from ${conversations}
+      where (${conversations.userAId} = ${userId} or ${conversations.userBId} = ${userId})
+        ${filter.conversationId === undefined ? sql`` : sql`and ${conversations.id} = ${filter.conversationId}`}`);
+  }
+  if (!channelsOnly && filter.conversationId === undefined) {
+    parts.push(sql`select ${rooms.id} as place_id, null::text as workspace_id from ${rooms}
+      join ${roomMembers} on ${roomMembers.roomId} = ${rooms.id} and ${roomMembers.userId} = ${userId}
+      where ${rooms.expiresAt} > ${now.toISOString()}::timestamptz
+        ${filter.roomId === undefined ? sql`` : sql`and ${rooms.id} = ${filter.roomId}`}`);
+  }
+  if (parts.length === 0) return sql`select null::text as place_id, null::text as workspace_id where false`;
+  return sql.join(parts, sql` union all `);
+}
+
 /**
  * SQL selecting a row when the user moderates `place`: may delete anyone's message there. A
  * channel's workspace owners and admins; a room's owner; nobody in a conversation.

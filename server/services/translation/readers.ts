@@ -24,9 +24,10 @@ export function readerLanguageOf(user: { preferredLanguage: Language }, memberLa
 /**
  * SQL for the language of user `userId` where they read: a workspace (its member row), or a
  * conversation or room (null); null when there is no such user. For a statement that also
- * answers in the reader's view (an edit, a reaction).
+ * answers in the reader's view (an edit, a reaction). `workspaceId` may be a column (SQL), null
+ * in the rows of a conversation or room.
  */
-export function userReaderLanguageSql(userId: number, workspaceId: string | null): SQL<Language | null> {
+export function userReaderLanguageSql(userId: number, workspaceId: string | SQL | null): SQL<Language | null> {
   const memberLanguage =
     workspaceId === null
       ? sql`null::text`

@@ -1,0 +1,166 @@
+// Message search (docs/search.md, contract "Search"): every term of `q` must be found in the
+// message's content, or every term in the caller's own stored translation of it, as a
+// case-insensitive substring; newest first, in the places the caller may read now (the target
+// policy's readablePlaces), never a deleted message.
+//
+// Two steps, each one statement over the search index:
+// 1. The newest WINDOW rows of those places are checked with strpos: a common term fills the
+//    page here, without the index's long lists of candidates.
+// 2. Only when the page is not full: the index's keys give the candidates older than the window
+//    (a rare term has few), and strpos confirms each.
+import { and, inArray, isNull, sql, type SQL } from "drizzle-orm";
+import { rowsOf } from "../../../db/client.ts";
+import { arrayParam } from "../../../db/prepared.ts";
+import { messages, messageSearch, type Language } from "../../../db/schema/index.ts";
+import type { Deps } from "../../deps.ts";
+import { notFound } from "../../errors.ts";
+import {
+  CHANNEL_NOT_FOUND,
+  CONVERSATION_NOT_FOUND,
+  readablePlaces,
+  ROOM_NOT_FOUND,
+  type PlaceFilter,
+} from "../../policy/places.ts";
+import { WORKSPACE_NOT_FOUND } from "../../policy/workspaces.ts";
+import type { MessageRecord } from "../../records/message.ts";
+import { messagePage } from "../messaging/history.ts";
+import { translationEnabled, userReaderLanguageSql } from "../translation/readers.ts";
+import { CONTENT } from "./index-rows.ts";
+import { queryKeys, queryTerms } from "./text.ts";
+
+export const DEFAULT_SEARCH_PAGE = 20;
+/** Rows of the newest messages checked directly before the index is asked (step 1). */
+const WINDOW = 2_000;
+
+export type SearchRequest = PlaceFilter & {
+  q: string;
+  authorId?: number | undefined;
+  limit?: number | undefined;
+  before?: string | undefined;
+};
+
+export type MatchedIn = "content" | "translation";
+export type SearchHit = MessageRecord & { matched_in: MatchedIn };
+export type SearchPage = { data: SearchHit[]; meta: { next_cursor: string | null } };
+
+type Place = { place_id: string; workspace_id: string | null; language: Language };
+type Hit = { id: string; place_id: string; in_content: boolean };
+
+type Deps_ = Pick<Deps, "db" | "config" | "clock" | "jobOutbox">;
+
+export async function searchMessages(deps: Deps_, userId: number, request: SearchRequest): Promise<SearchPage> {
+  const limit = request.limit ?? DEFAULT_SEARCH_PAGE;
+  const places = rowsOf<Place>(
+    await deps.db.execute(sql`
+      select p.place_id, p.workspace_id, ${userReaderLanguageSql(userId, sql`p.workspace_id`)} as language
+      from (${readablePlaces(userId, request, deps.clock.now())}) p`),
+  );
+  if (places.length === 0) {
+    const refused = filterNotFound(request);
+    if (refused) throw refused;
+    return { data: [], meta: { next_cursor: null } };
+  }
+  const terms = queryTerms(request.q);
+  const where = candidateRows(places, translationEnabled(deps.config), request.authorId);
+  const matches = sql.join(
+    terms.map((term) => sql`strpos(s.lowered, ${term}) > 0`),
+    sql` and `,
+  );
+  const wanted = limit + 1;
+
+  // Step 1: the newest rows, checked directly.
+  const [window] = rowsOf<{ scanned: number; reached: string | null; hits: Hit[] | string }>(
+    await deps.db.execute(sql`
+      with w as (
+        select s.message_id, s.source, s.place_id, s.lowered from ${messageSearch} s
+        where ${where} ${request.before === undefined ? sql`` : sql`and s.message_id < ${request.before}`}
+        order by s.message_id desc limit ${WINDOW}),
+      hits as (
+        select s.message_id as id, min(s.place_id) as place_id, bool_or(s.source = ${CONTENT}) as in_content
+        from w s where ${matches} group by s.message_id)
+      select (select count(*) from w)::integer as scanned, (select min(message_id) from w) as reached,
+        coalesce((select json_agg(json_build_object('id', h.id, 'place_id', h.place_id, 'in_content', h.in_content)
+            order by h.id desc)
+          from (select h.id, h.place_id, h.in_content from hits h join ${messages} m on m.id = h.id and m.deleted_at is null
+            order by h.id desc limit ${wanted}) h), '[]'::json) as hits`),
+  );
+  let hits = parsed(window!.hits);
+  if (window!.scanned === WINDOW && hits.length < wanted) {
+    // The window may have cut one message's rows in two: its oldest message is looked at again.
+    const reached = window!.reached!;
+    hits = hits.filter((hit) => hit.id > reached);
+    const older = rowsOf<Hit>(
+      await deps.db.execute(sql`
+        select s.message_id as id, min(s.place_id) as place_id, bool_or(s.source = ${CONTENT}) as in_content
+        from ${messageSearch} s join ${messages} m on m.id = s.message_id and m.deleted_at is null
+        where s.keys @> ${arrayParam(queryKeys(terms))}::text[] and ${where} and s.message_id <= ${reached}
+          and ${matches}
+        group by s.message_id order by s.message_id desc limit ${wanted - hits.length}`),
+    );
+    hits = [...hits, ...older];
+  }
+
+  const shown = hits.slice(0, limit);
+  return {
+    data: await hitRecords(deps, userId, places, shown),
+    meta: { next_cursor: hits.length > limit ? shown.at(-1)!.id : null },
+  };
+}
+
+/** The 404 for a filter naming a place (or workspace) the caller cannot read, if one was given. */
+function filterNotFound(filter: PlaceFilter) {
+  if (filter.channelId !== undefined) return notFound(CHANNEL_NOT_FOUND);
+  if (filter.conversationId !== undefined) return notFound(CONVERSATION_NOT_FOUND);
+  if (filter.roomId !== undefined) return notFound(ROOM_NOT_FOUND);
+  if (filter.workspaceId !== undefined) return notFound(WORKSPACE_NOT_FOUND);
+  return undefined;
+}
+
+/**
+ * The index rows a search may look at: the readable places' content, and the caller's own
+ * translation in each place (their reading language there) when this server translates.
+ */
+function candidateRows(places: Place[], translating: boolean, authorId: number | undefined): SQL {
+  const byLanguage = new Map<Language, string[]>();
+  for (const place of places) byLanguage.set(place.language, [...(byLanguage.get(place.language) ?? []), place.place_id]);
+  const inPlaces = sql`s.place_id = any(${arrayParam(places.map((place) => place.place_id))}::text[])`;
+  const author = authorId === undefined ? sql`` : sql`and s.author_user_id = ${authorId}`;
+  if (!translating) return sql`${inPlaces} and s.source = ${CONTENT} ${author}`;
+  const sources =
+    byLanguage.size === 1
+      ? sql`s.source in (${CONTENT}, ${[...byLanguage.keys()][0]!})`
+      : sql`(s.source = ${CONTENT} or ${sql.join(
+          [...byLanguage].map(
+            ([language, ids]) => sql`(s.source = ${language} and s.place_id = any(${arrayParam(ids)}::text[]))`,
+          ),
+          sql` or `,
+        )})`;
+  return sql`${inPlaces} and ${sources} ${author}`;
+}
+
+const parsed = (hits: Hit[] | string): Hit[] => (typeof hits === "string" ? (JSON.parse(hits) as Hit[]) : hits);
+
+/** The hits as message records, each in its reader's view (its place's language), newest first. */
+async function hitRecords(deps: Deps_, userId: number, places: Place[], hits: Hit[]): Promise<SearchHit[]> {
+  if (hits.length === 0) return [];
+  const workspaceOf = new Map(places.map((place) => [place.place_id, place.workspace_id]));
+  const byWorkspace = new Map<string | null, string[]>();
+  for (const hit of hits) {
+    const workspaceId = workspaceOf.get(hit.place_id) ?? null;
+    byWorkspace.set(workspaceId, [...(byWorkspace.get(workspaceId) ?? []), hit.id]);
+  }
+  const records = new Map<string, MessageRecord>();
+  for (const [workspaceId, ids] of byWorkspace) {
+    const page = await messagePage(
+      deps,
+      { userId, workspaceId },
+      and(inArray(messages.id, ids), isNull(messages.deletedAt))!,
+      { limit: ids.length },
+    );
+    for (const record of page.data) records.set(record.id, record);
+  }
+  return hits.flatMap((hit) => {
+    const record = records.get(hit.id);
+    return record ? [{ ...record, matched_in: hit.in_content ? "content" : "translation" } as SearchHit] : [];
+  });
+}
