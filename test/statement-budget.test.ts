@@ -39,6 +39,11 @@ const READ_BUDGET = 2;
 /** The channel list with its counts: the token check, the workspace membership, the list. */
 const LIST_BUDGET = 3;
 const MANY_CHANNELS = 12;
+/**
+ * A search: the token check, the readable places, the newest rows checked, the index's older
+ * candidates (when the page is not full), and the page's records (messages, their files).
+ */
+const SEARCH_BUDGET = 6;
 
 const WARMUP_MS = Number(process.env.STATEMENT_BUDGET_WARMUP_MS ?? 30_000);
 const WINDOW_MS = Number(process.env.STATEMENT_BUDGET_WINDOW_MS ?? 60_000);
@@ -176,9 +181,12 @@ describe.concurrent("requests", () => {
         const measured = await measureRequest(ctx.server, send, what);
         expect(measured.response.status, JSON.stringify(measured.response.body)).toBe(status);
         expect(measured.complete).toBe(true);
+        // At least the token check: a count of 0 would mean the request was not seen.
+        expect(measured.count, `${what}: no statement counted under ${measured.requestId}`).toBeGreaterThan(0);
         expect(measured.count, report(`${what} (request ${measured.requestId})`, measured, budget)).toBeLessThanOrEqual(
           budget,
         );
+        return measured.response;
       }
 
       it(`an edit runs at most ${CHANGE_BUDGET} statements in its request`, async () => {
@@ -255,6 +263,25 @@ describe.concurrent("requests", () => {
           200,
           READ_BUDGET,
         );
+      });
+
+      it(`a search takes at most ${SEARCH_BUDGET} statements, however many channels the caller reads`, async () => {
+        const { channel } = await postedMessage();
+        const token = channel.user.token;
+        const list = `/api/v1/workspaces/${channel.workspaceId}/channels`;
+        for (let index = 0; index < MANY_CHANNELS; index++) {
+          const created = await ctx.api.post(list, { name: `Search budget ${index}` }, { token });
+          expect(created.status).toBe(201);
+          const path = `${list}/${created.body.data.id}/messages`;
+          expect((await ctx.api.post(path, { content: `needle ${index}` }, { token })).status).toBe(201);
+        }
+        await ctx.server.app.deps.relay.flush();
+        const search = (q: string) => (headers: Record<string, string>) =>
+          ctx.api.get(`/api/v1/search/messages?q=${encodeURIComponent(q)}&limit=5`, { token, headers });
+        const found = await expectWithin("a search with a full page", search("needle"), 200, SEARCH_BUDGET);
+        expect(found.body.data).toHaveLength(5);
+        const none = await expectWithin("a search with no hit", search("haystack"), 200, SEARCH_BUDGET);
+        expect(none.body.data).toEqual([]);
       });
 
       it(`a post with a client_message_id runs at most ${POST_BUDGET} statements; a repeat of it reads once more`, async () => {

@@ -1540,6 +1540,26 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  "/api/v1/search/messages": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * Search messages
+     * @description Messages the caller can read now, newest first, where every whitespace-separated term of `q` (1 to 200 characters) is found, case-insensitively and literally, anywhere in the content, or every term in the caller's own stored translation (`matched_in` says which). Any language, including those written without spaces; a single character is a term. Narrow with `workspace_id`, `channel_id`, `conversation_id`, `room_id` (404 when the caller cannot read it) and `author_id`. `limit` 1..100 (default 20); `before` the `meta.next_cursor` of the previous page.
+     */
+    get: operations["search-messages"];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   "/api/v1/files": {
     parameters: {
       query?: never;
@@ -2110,6 +2130,59 @@ export interface components {
         mention_count: number;
         muted: boolean;
       }[];
+    };
+    MessageSearchHit: {
+      id: string;
+      workspace_id: string | null;
+      channel_id: string | null;
+      conversation_id: string | null;
+      room_id: string | null;
+      /** @description null when the author's account was deleted */
+      author: components["schemas"]["MessageAuthor"] | null;
+      content: string;
+      /** @enum {string} */
+      type: "text" | "notice" | "system";
+      parent_message_id: string | null;
+      reply_count: number;
+      attachments: components["schemas"]["Attachment"][];
+      skip_translation: boolean;
+      /** @description the message in the reader's language (docs/translation.md); null when the server does not translate */
+      translation: {
+        /**
+         * @description the reader's language
+         * @enum {string}
+         */
+        language: "en" | "zh-CN" | "ja" | "th" | "id";
+        /** @description the translated text when status is done */
+        content: string | null;
+        /** @enum {string} */
+        status: "pending" | "done" | "skipped" | "failed" | "not_needed";
+      } | null;
+      /** @description the client's own id for the message, sent with the post (null when none was sent) */
+      client_message_id: string | null;
+      /** @description users `<@id>` mentions who can read the message, in order, once each */
+      mentioned_user_ids: number[];
+      /** @description the content has `<!channel>` or `<!here>` */
+      mentions_channel: boolean;
+      /** @description in the order each emoji was first used */
+      reactions: {
+        emoji: string;
+        count: number;
+        /** @description the caller reacted with it (absent in live events and webhooks) */
+        me?: boolean;
+      }[];
+      edited_at: string | null;
+      /** @description set on a tombstone: a deleted thread parent kept for its replies */
+      deleted_at: string | null;
+      /** @description ISO 8601 timestamp with UTC offset */
+      created_at: string;
+      /** @description ISO 8601 timestamp with UTC offset */
+      updated_at: string;
+      /**
+       * @description where every term was found: `content` (also when the translation has them too), or only in the caller's own stored translation
+       * @enum {string}
+       */
+      matched_in: "content" | "translation";
     };
     ErrorMessage: {
       message: string;
@@ -10876,6 +10949,77 @@ export interface operations {
         };
         content: {
           "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The database, Redis or a sign-in provider cannot be reached; try again */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+    };
+  };
+  "search-messages": {
+    parameters: {
+      query: {
+        q: string;
+        workspace_id?: string;
+        channel_id?: string;
+        conversation_id?: string;
+        room_id?: string;
+        author_id?: number | string;
+        limit?: number;
+        before?: string;
+      };
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": {
+            data: components["schemas"]["MessageSearchHit"][];
+            meta: {
+              /** @description pass as `before` for the next (older) page; null on the last page */
+              next_cursor: string | null;
+            };
+          };
+        };
+      };
+      /** @description Unauthenticated. (missing, unknown or revoked bearer token) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Forbidden: a token without the ability, an untrusted Origin, or a role that may not do this */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The given data was invalid. */
+      422: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationError"];
         };
       };
       /** @description The database, Redis or a sign-in provider cannot be reached; try again */

@@ -19,7 +19,8 @@ export function statementsOf(server: TestServer): StatementCounter {
 
 /** A request id of our own (sent as X-Request-Id, it labels the request's statement scope). */
 export function newRequestId(label = "req"): string {
-  return `${label}-${randomBytes(6).toString("hex")}`;
+  // Only an id of the characters the server keeps labels the scope (it replaces any other).
+  return `${label.replace(/[^A-Za-z0-9._:@=+/-]/g, "-").slice(0, 100)}-${randomBytes(6).toString("hex")}`;
 }
 
 /**

@@ -85,10 +85,10 @@ export async function searchMessages(deps: Deps_, userId: number, request: Searc
             order by h.id desc limit ${wanted}) h), '[]'::json) as hits`),
   );
   let hits = parsed(window!.hits);
-  if (window!.scanned === WINDOW && hits.length < wanted) {
-    // The window may have cut one message's rows in two: its oldest message is looked at again.
-    const reached = window!.reached!;
-    hits = hits.filter((hit) => hit.id > reached);
+  // A full window may have cut its oldest message's rows in two: that message is looked at again.
+  const reached = window!.scanned === WINDOW ? window!.reached! : undefined;
+  if (reached !== undefined) hits = hits.filter((hit) => hit.id > reached);
+  if (reached !== undefined && hits.length < wanted) {
     const older = rowsOf<Hit>(
       await deps.db.execute(sql`
         select s.message_id as id, min(s.place_id) as place_id, bool_or(s.source = ${CONTENT}) as in_content
@@ -122,7 +122,8 @@ function filterNotFound(filter: PlaceFilter) {
  */
 function candidateRows(places: Place[], translating: boolean, authorId: number | undefined): SQL {
   const byLanguage = new Map<Language, string[]>();
-  for (const place of places) byLanguage.set(place.language, [...(byLanguage.get(place.language) ?? []), place.place_id]);
+  for (const place of places)
+    byLanguage.set(place.language, [...(byLanguage.get(place.language) ?? []), place.place_id]);
   const inPlaces = sql`s.place_id = any(${arrayParam(places.map((place) => place.place_id))}::text[])`;
   const author = authorId === undefined ? sql`` : sql`and s.author_user_id = ${authorId}`;
   if (!translating) return sql`${inPlaces} and s.source = ${CONTENT} ${author}`;
