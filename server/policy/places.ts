@@ -85,20 +85,13 @@ export function postingRight(author: { userId: number } | { botOf: "channel" }, 
  * to whoever may not read it.
  */
 export function readingRight(userId: number, place: MessageTarget, now: Date): SQL {
-  if (place.kind === "room") {
-    return sql`select 1 from ${rooms}
-      join ${roomMembers} on ${roomMembers.roomId} = ${rooms.id} and ${roomMembers.userId} = ${userId}
-      where ${rooms.id} = ${place.roomId} and ${rooms.expiresAt} > ${now.toISOString()}::timestamptz`;
-  }
-  if (place.kind === "conversation") {
-    return sql`select 1 from ${conversations} where ${conversations.id} = ${place.conversationId}
-      and (${conversations.userAId} = ${userId} or ${conversations.userBId} = ${userId})`;
-  }
-  return sql`select 1 from ${channels}
-    join ${workspaceMembers} on ${workspaceMembers.workspaceId} = ${channels.workspaceId} and ${workspaceMembers.userId} = ${userId}
-    where ${channels.id} = ${place.channelId} and ${channels.workspaceId} = ${place.workspaceId}
-      and (${channels.visibility} = 'public' or exists (select 1 from ${channelMembers}
-        where ${channelMembers.channelId} = ${channels.id} and ${channelMembers.userId} = ${userId}))`;
+  const filter: PlaceFilter =
+    place.kind === "room"
+      ? { roomId: place.roomId }
+      : place.kind === "conversation"
+        ? { conversationId: place.conversationId }
+        : { workspaceId: place.workspaceId, channelId: place.channelId };
+  return sql`select 1 from (${readablePlaces(userId, filter, now)}) readable`;
 }
 
 /** What a search narrows the places to; each filter is optional, and those given all apply. */
