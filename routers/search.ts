@@ -33,12 +33,12 @@ export const searchRouter = router({
     })
     .input(
       z.object({
-        q: queryInput,
-        workspace_id: z.string().optional(),
-        channel_id: z.string().optional(),
-        conversation_id: z.string().optional(),
-        room_id: z.string().optional(),
-        author_id: integerIdInput.optional(),
+        q: queryInput.describe("1 to 200 characters; every whitespace-separated term must be found"),
+        workspace_id: z.string().optional().describe("only this workspace's channels"),
+        channel_id: z.string().optional().describe("only this channel (its thread replies included)"),
+        conversation_id: z.string().optional().describe("only this direct conversation"),
+        room_id: z.string().optional().describe("only this temporary room"),
+        author_id: integerIdInput.optional().describe("only this user's messages"),
         limit: pageInput.limit,
         before: pageInput.before,
       }),

@@ -10965,6 +10965,7 @@ export interface operations {
   "search-messages": {
     parameters: {
       query: {
+        /** @description 1 to 200 characters; every whitespace-separated term must be found */
         q: string;
         workspace_id?: string;
         channel_id?: string;
