@@ -273,20 +273,28 @@ type StoredResult = {
   content: string | null;
 };
 
-/** Every result in one statement, on rows still pending; resolves with the `<message id> <language>` stored. */
+/**
+ * Every result in one statement, on rows still pending of a message whose text is still the one
+ * translated (an edit meanwhile asked for a translation of its own text, which the edit's job
+ * stores); resolves with the `<message id> <language>` stored.
+ */
 async function storeResults(tx: Transaction, now: Date, results: StoredResult[]): Promise<Set<string>> {
   if (results.length === 0) return new Set();
   const values = sql.join(
-    results.map((result) => sql`(${result.message.id}, ${result.language}, ${result.status}, ${result.content}::text)`),
+    results.map(
+      (result) =>
+        sql`(${result.message.id}, ${result.language}, ${result.status}, ${result.content}::text, ${result.message.content}::text)`,
+    ),
     sql`, `,
   );
   const stored = await tx.execute(sql`
     update ${messageTranslations} set status = results.status, content = results.content,
       updated_at = ${now.toISOString()}::timestamptz
-    from (values ${values}) as results (message_id, language, status, content)
+    from (values ${values}) as results (message_id, language, status, content, source)
     where ${messageTranslations.messageId} = results.message_id
       and ${messageTranslations.language} = results.language
       and ${messageTranslations.status} = 'pending'
+      and exists (select 1 from ${messages} m where m.id = results.message_id and m.content = results.source)
     returning ${messageTranslations.messageId} as message_id, ${messageTranslations.language} as language`);
   return new Set(
     rowsOf<{ message_id: string; language: Language }>(stored).map((row) => `${row.message_id} ${row.language}`),
