@@ -9,13 +9,13 @@ import { randomBytes } from "node:crypto";
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { attachments, fileDeletions } from "../db/schema/index.ts";
-import { restClient, type ApiResponse, type RestClient } from "./helpers/api.ts";
+import { type ApiResponse, type RestClient } from "./helpers/api.ts";
 import { registerUser, type RegisteredUser } from "./helpers/factories.ts";
 import { arrived, collect, ISO_WITH_OFFSET, world, type Feed, type Received } from "./helpers/live.ts";
 import { startReceiver, type Receiver } from "./helpers/receiver.ts";
 import { rejectionOf } from "./helpers/rpc.ts";
-import { startTestServer, useTestServer, type TestServer } from "./helpers/server.ts";
-import { startFakeLibreTranslate, type FakeTranslator } from "./helpers/translation.ts";
+import { useTestServer, useTranslatingServer, type TestServer } from "./helpers/server.ts";
+import type { FakeTranslator } from "./helpers/translation.ts";
 import { until } from "./helpers/wait.ts";
 
 const ctx = useTestServer();
@@ -1187,15 +1187,8 @@ describe("translation of an edited message", () => {
     () => server,
     () => api,
   );
-  beforeAll(async () => {
-    fake = await startFakeLibreTranslate();
-    server = await startTestServer({ TRANSLATION_PROVIDER: "libretranslate", TRANSLATION_URL: fake.url });
-    api = restClient(server.url);
-  });
-  afterAll(async () => {
-    await server?.close();
-    await fake?.stop();
-  });
+  const translating = useTranslatingServer();
+  beforeAll(() => ({ fake, server, api } = translating));
 
   const requestsFor = (text: string) => fake.requests.filter((request) => request.texts.some((t) => t.includes(text)));
 

@@ -8,7 +8,7 @@
 // an edit racing a slow translation (the old text's translation must not be found afterwards).
 import { randomBytes } from "node:crypto";
 import { eq, inArray, sql } from "drizzle-orm";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { consumerBackfills, jobOutbox, messages, messageSearch, rooms } from "../db/schema/index.ts";
 import { newId } from "../server/ids.ts";
 import { backfillSearchStep } from "../server/services/search/backfill.ts";
@@ -16,8 +16,8 @@ import { restClient, type ApiResponse, type RestClient } from "./helpers/api.ts"
 import { registerUser, type RegisteredUser } from "./helpers/factories.ts";
 import { world } from "./helpers/live.ts";
 import { rejectionOf } from "./helpers/rpc.ts";
-import { startTestServer, useTestServer, type TestServer } from "./helpers/server.ts";
-import { startFakeLibreTranslate, type FakeTranslator } from "./helpers/translation.ts";
+import { startTestServer, useTestServer, useTranslatingServer, type TestServer } from "./helpers/server.ts";
+import { startFakeLibreTranslate } from "./helpers/translation.ts";
 import { until } from "./helpers/wait.ts";
 
 const ctx = useTestServer();
@@ -1125,7 +1125,6 @@ describe("temporary rooms", () => {
 // With translation on: a second server, its provider a fake that answers `[<target>] <text>`.
 
 describe("the caller's own translation", () => {
-  let fake: FakeTranslator;
   let server: TestServer;
   let api: RestClient;
   const translated = world(
@@ -1133,15 +1132,8 @@ describe("the caller's own translation", () => {
     () => api,
   );
 
-  beforeAll(async () => {
-    fake = await startFakeLibreTranslate();
-    server = await startTestServer({ TRANSLATION_PROVIDER: "libretranslate", TRANSLATION_URL: fake.url });
-    api = restClient(server.url);
-  });
-  afterAll(async () => {
-    await server?.close();
-    await fake?.stop();
-  });
+  const translating = useTranslatingServer();
+  beforeAll(() => ({ server, api } = translating));
 
   const flushThere = () => server.app.deps.relay.flush();
   const foundThere = async (user: RegisteredUser, q: string, filters: Params = {}) =>

@@ -15,7 +15,7 @@ import { translateMessages } from "../server/services/translation/translate-mess
 import { restClient, type RestClient } from "./helpers/api.ts";
 import { registerUser, type RegisteredUser } from "./helpers/factories.ts";
 import { collect, world, type Feed } from "./helpers/live.ts";
-import { startTestServer, type TestServer } from "./helpers/server.ts";
+import { startTestServer, useTranslatingServer, type TestServer } from "./helpers/server.ts";
 import { startFakeDeepL, startFakeLibreTranslate, type FakeTranslator } from "./helpers/translation.ts";
 import { until } from "./helpers/wait.ts";
 
@@ -27,15 +27,8 @@ const live = world(
   () => api,
 );
 
-beforeAll(async () => {
-  fake = await startFakeLibreTranslate();
-  server = await startTestServer({ TRANSLATION_PROVIDER: "libretranslate", TRANSLATION_URL: fake.url });
-  api = restClient(server.url);
-});
-afterAll(async () => {
-  await server?.close();
-  await fake?.stop();
-});
+const translating = useTranslatingServer();
+beforeAll(() => ({ fake, server, api } = translating));
 beforeEach(() => fake.recover());
 
 const unique = (text: string) => `${text} ${randomBytes(4).toString("hex")}`;

@@ -13,6 +13,7 @@ import { loadConfig, type Config } from "../../server/config.ts";
 import type { Logger } from "../../server/logger.ts";
 import { restClient, type RestClient } from "./api.ts";
 import { freePort } from "./ports.ts";
+import { startFakeLibreTranslate, type FakeTranslator, type FakeTranslatorOptions } from "./translation.ts";
 
 export type TestServer = {
   app: App;
@@ -126,6 +127,29 @@ export function useTwoServers(): { first: TestServer; second: App; api: RestClie
   afterAll(async () => {
     await ctx.second?.close();
     await ctx.first?.close();
+  });
+  return ctx;
+}
+
+/**
+ * A server of its own that translates through a fake LibreTranslate (test/helpers/translation.ts,
+ * answering `[<target>] <text>`), for the file or describe it is called in: both started before
+ * its first test and stopped after its last.
+ */
+export function useTranslatingServer(options: FakeTranslatorOptions = {}): {
+  fake: FakeTranslator;
+  server: TestServer;
+  api: RestClient;
+} {
+  const ctx = {} as { fake: FakeTranslator; server: TestServer; api: RestClient };
+  beforeAll(async () => {
+    ctx.fake = await startFakeLibreTranslate(options);
+    ctx.server = await startTestServer({ TRANSLATION_PROVIDER: "libretranslate", TRANSLATION_URL: ctx.fake.url });
+    ctx.api = restClient(ctx.server.url);
+  });
+  afterAll(async () => {
+    await ctx.server?.close();
+    await ctx.fake?.stop();
   });
   return ctx;
 }
