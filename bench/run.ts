@@ -1,8 +1,8 @@
-// `npm run bench [-- requests|fanout|fanout-baseline|idle|push|translation|webhooks|outbound|features|lifecycle|unread ...]`: load scenarios against the
+// `npm run bench [-- requests|fanout|fanout-baseline|idle|push|translation|webhooks|outbound|features|lifecycle|unread|search ...]`: load scenarios against the
 // real server, started as its own process for each section (PGlite, or PostgreSQL/Redis when
 // DATABASE_URL/REDIS_URL are set). Every loop is bounded in time and count, and only talks to
 // 127.0.0.1. Prints a table per section, then everything as one line of JSON. With no argument,
-// all of them run but fanout-baseline (about 15 minutes), features, lifecycle and unread (only when named).
+// all of them run but fanout-baseline (about 15 minutes), features, lifecycle, unread and search (only when named).
 //
 //   requests  request/response throughput and latency of the main paths (BENCH_SECONDS each)
 //   fanout    N receivers on one channel over WebSocket, senders over REST (BENCH_FANOUT=10,100,1000);
@@ -44,6 +44,15 @@
 //             GET …/channels and GET /api/v1/unread p50/p95/p99 over BENCH_UNREAD_REQUESTS (200) each
 //             (target p95 < 30 ms), the answers checked, EXPLAIN (ANALYZE, BUFFERS) of the count SQL,
 //             POST …/read latency; needs DATABASE_URL (a database of its own). Knobs in bench/unread.ts.
+//   search    message search: BENCH_SEARCH_MESSAGES (1,000,000) messages in five languages with translations
+//             over 50 channels, loaded in SQL once into a database bench_search next to DATABASE_URL's (kept;
+//             BENCH_SEARCH_RELOAD=1 loads again), indexed by the product's own backfill (timed, rows/s,
+//             interrupted once and resumed); seven queries × BENCH_SEARCH_REQUESTS (100) p50/p95/p99 (target
+//             p95 < 100 ms) and pathological ones (target < 2 s, no 5xx), every answer checked against one
+//             worked out from the messages, EXPLAIN (ANALYZE, BUFFERS); post → found under fan-out load
+//             (BENCH_SEARCH_FANOUT_RATE, 600/s, to 100 receivers, on a fresh database; target p99 < 2 s);
+//             the seven queries on PGlite with BENCH_SEARCH_PGLITE_MESSAGES (100,000). Needs DATABASE_URL
+//             (and REDIS_URL for the fan-out part). Knobs in bench/search.ts.
 import { cpus, totalmem } from "node:os";
 import { runFanout, runIdle } from "./fanout.ts";
 import { runFanoutBaseline } from "./fanout-baseline.ts";
@@ -52,6 +61,12 @@ import { runLifecycle, TARGET_HISTORY_RATIO, TARGET_MIXED_SHARE } from "./lifecy
 import { runOutbound } from "./outbound.ts";
 import { runPush } from "./push.ts";
 import { runRequestRows } from "./requests.ts";
+import {
+  runSearch,
+  TARGET_FRESH_P99_MS,
+  TARGET_P95_MS as SEARCH_TARGET_P95_MS,
+  TARGET_PATHOLOGICAL_MS,
+} from "./search.ts";
 import { runTranslation } from "./translation.ts";
 import { runUnread, TARGET_P95_MS } from "./unread.ts";
 import { runWebhooks } from "./webhooks.ts";
@@ -68,10 +83,11 @@ const SECTIONS = [
   "features",
   "lifecycle",
   "unread",
+  "search",
 ] as const;
 type Section = (typeof SECTIONS)[number];
 /** Sections that run only when named. */
-const ON_REQUEST: readonly Section[] = ["fanout-baseline", "features", "lifecycle", "unread"];
+const ON_REQUEST: readonly Section[] = ["fanout-baseline", "features", "lifecycle", "unread", "search"];
 
 const asked = process.argv.slice(2).filter((arg) => arg !== "--");
 const unknown = asked.filter((arg) => !(SECTIONS as readonly string[]).includes(arg));
@@ -461,6 +477,103 @@ if (selected.has("unread")) {
       (problems.length > 0 ? `: ${problems.join("; ")}` : ""),
   );
   result.unread = unread;
+}
+if (selected.has("search")) {
+  const search = await runSearch(log);
+  const dash = (value: number | string | boolean | null | undefined) => value ?? "-";
+  const verdict = (pass: boolean | null) => (pass === null ? "-" : pass ? "met" : "missed");
+  const dataRow = (data: NonNullable<typeof search.postgres>["data"]) => {
+    const backfill = data.backfill;
+    return {
+      database: data.database,
+      messages: data.messages,
+      "done translations": data.translations,
+      "readable channels": `${data.readable_channels} of ${data.channels + 1}`,
+      "load s (this run)": dash(data.load_seconds_this_run),
+      "load s (all loads)": data.load_seconds_total,
+      "index built by": backfill ? `${backfill.built_by}${data.backfill_this_run ? "" : " (earlier run)"}` : "-",
+      "backfill s": dash(backfill?.seconds),
+      "rows/s": dash(backfill?.rows_per_s),
+      "messages/s": dash(backfill?.messages_per_s),
+      "restart at %": backfill?.restart ? backfill.restart.at_pct : "-",
+      resumed: backfill?.restart ? backfill.restart.resumed : "-",
+      "index complete": dash(backfill?.complete),
+      "index rows": data.index_rows,
+      "database MiB": dash(data.database_mib),
+      "index table MiB": data.index_table_mib,
+      "GIN MiB": data.gin_mib,
+    };
+  };
+  const queryRow = (row: NonNullable<typeof search.postgres>["queries"][number], target: string) => ({
+    query: row.query,
+    q: row.q,
+    requests: row.requests,
+    p50_ms: dash(row.p50_ms),
+    p95_ms: dash(row.p95_ms),
+    p99_ms: dash(row.p99_ms),
+    max_ms: dash(row.max_ms),
+    "first page hits": dash(row.first_page_hits),
+    "matching messages": dash(row.matching_messages),
+    errors: Object.keys(row.statuses).length > 0 ? JSON.stringify(row.statuses) : 0,
+    answer: row.right === null ? "-" : row.right ? "right" : `WRONG: ${row.problem}`,
+    [target]: verdict(row.pass),
+  });
+  if (search.postgres) {
+    const pg = search.postgres;
+    console.table([dataRow(pg.data)]);
+    console.table(pg.queries.map((row) => queryRow(row, `p95 < ${SEARCH_TARGET_P95_MS} ms`)));
+    console.table(pg.pathological.map((row) => queryRow(row, `max < ${TARGET_PATHOLOGICAL_MS} ms`)));
+    console.table(
+      pg.explain.map((row) => ({
+        query: row.query,
+        statement: row.statement,
+        "execution ms": row.execution_ms,
+        "planning ms": row.planning_ms,
+        "buffers hit": row.shared_hit,
+        "buffers read": row.shared_read,
+      })),
+    );
+    for (const row of pg.explain.filter((row) => row.plan.length > 0)) {
+      console.log(`EXPLAIN (ANALYZE, BUFFERS) of ${row.statement} for "${row.query}" (${row.execution_ms} ms):`);
+      console.log(row.plan.join("\n"));
+    }
+    console.log(
+      `machine during the recorded requests: ${pg.machine.machine_busy_pct}% busy, other work ` +
+        `${pg.machine.other_cpu_pct}% of a core (${pg.machine.busy_before_pct}% busy just before)`,
+    );
+  }
+  if (search.freshness) {
+    const fresh = search.freshness;
+    console.table([
+      {
+        "fan-out rate": `${fresh.rate_per_s}/s`,
+        receivers: fresh.receivers,
+        seconds: fresh.seconds,
+        "accepted/s": fresh.accepted_per_s,
+        "accepted % of due": fresh.accepted_pct,
+        skipped: fresh.skipped,
+        "post errors": fresh.post_errors,
+        "delivered %": fresh.delivered_pct,
+        "delivery p50/p99 ms": `${fresh.delivery_p50_ms} / ${fresh.delivery_p99_ms}`,
+        "delivered all": fresh.delivered_ok,
+        "probes found": `${fresh.probes_found}/${fresh.probes}`,
+        "found p50 ms": dash(fresh.found_p50_ms),
+        "found p95 ms": dash(fresh.found_p95_ms),
+        "found p99 ms": dash(fresh.found_p99_ms),
+        "found max ms": dash(fresh.found_max_ms),
+        "searches/s": fresh.searches_per_s,
+        "search p50/p95 ms": `${dash(fresh.search_p50_ms)} / ${dash(fresh.search_p95_ms)}`,
+        "server cpu %": fresh.server_cpu_pct,
+        [`p99 < ${TARGET_FRESH_P99_MS} ms`]: verdict(fresh.pass),
+      },
+    ]);
+  }
+  if (search.pglite) {
+    console.table([dataRow(search.pglite.data)]);
+    console.table(search.pglite.queries.map((row) => queryRow(row, `p95 < ${SEARCH_TARGET_P95_MS} ms`)));
+  }
+  if (search.skipped.length > 0) console.log(`search: skipped: ${search.skipped.join("; ")}`);
+  result.search = search;
 }
 result.total_seconds = Math.round((performance.now() - started) / 1000);
 console.log(JSON.stringify(result));

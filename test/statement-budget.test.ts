@@ -40,10 +40,11 @@ const READ_BUDGET = 2;
 const LIST_BUDGET = 3;
 const MANY_CHANNELS = 12;
 /**
- * A search: the token check, the readable places, the newest rows checked, the index's older
- * candidates (when the page is not full), and the page's records (messages, their files).
+ * A search: the token check, the readable places, the newest rows checked (a wider window when
+ * the term is frequent), the index's older candidates (when the page is not full yet), and the
+ * page's records (messages, their files).
  */
-const SEARCH_BUDGET = 6;
+const SEARCH_BUDGET = 7;
 
 const WARMUP_MS = Number(process.env.STATEMENT_BUDGET_WARMUP_MS ?? 30_000);
 const WINDOW_MS = Number(process.env.STATEMENT_BUDGET_WINDOW_MS ?? 60_000);

@@ -2,7 +2,7 @@
 // with the messages through the event log, so the post writes nothing for search. A post
 // indexes its content, an edit replaces it and drops its translations (the edit dropped them
 // too), a delete takes the message out, and a translation arriving indexes it for the readers
-// of its language. It coalesces (Consumer.coalesceMs): at most every half second, one statement
+// of its language. It coalesces (Consumer.coalesceMs): at most every quarter second, one statement
 // with its cursor, so a message is found well within the contract's two seconds. Room expiry
 // and channel deletion take their messages' rows with them (a foreign key's cascade). What
 // existed before the consumer did is indexed by its backfill (services/search/backfill.ts).
@@ -57,9 +57,9 @@ export function searchConsumer(deps: { db: Database }): Consumer {
   return {
     name: "search",
     types: new Set(["message.created", "message.updated", "message.deleted", "translation.ready"]),
-    // Found within two seconds of the post (the contract), for one statement per half second of
-    // changes rather than one per batch the relay positions.
-    coalesceMs: 500,
+    // Found within two seconds of the post (the contract) even under load, for at most four
+    // statements a second rather than one per batch the relay positions.
+    coalesceMs: 250,
     backfillStep: () => backfillSearchStep(deps.db),
     async handle(events: LoggedEvent[], move: CursorMove): Promise<BatchResult> {
       const changes = changesOf(events);

@@ -31,6 +31,12 @@ import { queryKeys, queryTerms } from "./text.ts";
 export const DEFAULT_SEARCH_PAGE = 20;
 /** Rows of the newest messages checked directly before the index is asked (step 1). */
 const WINDOW = 2_000;
+/** With at least this many hits in the first window, a wider one is tried before the index. */
+const WIDER_WINDOW_FROM = 4;
+/** The widest window: 20,000 rows take about 30 ms. */
+const MAX_WINDOW = 20_000;
+/** Candidates taken beyond a page from the index, in place of messages deleted meanwhile. */
+const SPARE_HITS = 10;
 
 export type SearchRequest = PlaceFilter & {
   q: string;
@@ -67,44 +73,107 @@ export async function searchMessages(deps: Deps_, userId: number, request: Searc
     sql` and `,
   );
   const wanted = limit + 1;
+  const query: HitQuery = { where, matches, keys: queryKeys(terms), wanted };
 
   // Step 1: the newest rows, checked directly.
-  const [window] = rowsOf<{ scanned: number; reached: string | null; hits: Hit[] | string }>(
-    await deps.db.execute(sql`
-      with w as (
-        select s.message_id, s.source, s.place_id, s.lowered from ${messageSearch} s
-        where ${where} ${request.before === undefined ? sql`` : sql`and s.message_id < ${request.before}`}
-        order by s.message_id desc limit ${WINDOW}),
-      hits as (
-        select s.message_id as id, min(s.place_id) as place_id, bool_or(s.source = ${CONTENT}) as in_content
-        from w s where ${matches} group by s.message_id)
-      select (select count(*) from w)::integer as scanned, (select min(message_id) from w) as reached,
-        coalesce((select json_agg(json_build_object('id', h.id, 'place_id', h.place_id, 'in_content', h.in_content)
-            order by h.id desc)
-          from (select h.id, h.place_id, h.in_content from hits h join ${messages} m on m.id = h.id and m.deleted_at is null
-            order by h.id desc limit ${wanted}) h), '[]'::json) as hits`),
-  );
-  let hits = parsed(window!.hits);
-  // A full window may have cut its oldest message's rows in two: that message is looked at again.
-  const reached = window!.scanned === WINDOW ? window!.reached! : undefined;
-  if (reached !== undefined) hits = hits.filter((hit) => hit.id > reached);
-  if (reached !== undefined && hits.length < wanted) {
-    const older = rowsOf<Hit>(
-      await deps.db.execute(sql`
-        select s.message_id as id, min(s.place_id) as place_id, bool_or(s.source = ${CONTENT}) as in_content
-        from ${messageSearch} s join ${messages} m on m.id = s.message_id and m.deleted_at is null
-        where s.keys @> ${arrayParam(queryKeys(terms))}::text[] and ${where} and s.message_id <= ${reached}
-          and ${matches}
-        group by s.message_id order by s.message_id desc limit ${wanted - hits.length}`),
+  const first = await windowHits(deps, query, { before: request.before, size: WINDOW });
+  let hits = first.hits;
+  let rest = first.rest;
+  if (rest !== undefined && hits.length >= WIDER_WINDOW_FROM && hits.length < wanted) {
+    // A term this frequent fills the page within a few more windows, sooner than the index's
+    // many candidates would be read: one wider window, sized by the hits seen so far.
+    const size = Math.min(
+      MAX_WINDOW,
+      Math.max(WINDOW, Math.ceil((1.5 * (wanted - hits.length) * WINDOW) / hits.length)),
     );
-    hits = [...hits, ...older];
+    const wider = await windowHits(deps, query, { upTo: rest, size });
+    hits = [...hits, ...wider.hits];
+    rest = wider.rest;
   }
+  // Step 2: older candidates from the index.
+  if (rest !== undefined && hits.length < wanted)
+    hits = [...hits, ...(await indexHits(deps, query, { upTo: rest }, wanted - hits.length))];
 
   const shown = hits.slice(0, limit);
   return {
     data: await hitRecords(deps, userId, places, shown),
     meta: { next_cursor: hits.length > limit ? shown.at(-1)!.id : null },
   };
+}
+
+type HitQuery = { where: SQL; matches: SQL; keys: string[]; wanted: number };
+
+/**
+ * The hits among the newest `size` index rows before `before` (exclusive) or up to `upTo`
+ * (inclusive), newest first, at most `wanted`, and `rest`: when the window was full, the id up to
+ * which (inclusive) rows are still to be looked at. The window may have cut its oldest message's
+ * rows in two, so that message is left to the next step, not answered here.
+ */
+async function windowHits(
+  deps: Deps_,
+  query: HitQuery,
+  window: { before?: string | undefined; upTo?: string; size: number },
+): Promise<{ hits: Hit[]; rest: string | undefined }> {
+  const bound =
+    window.upTo !== undefined
+      ? sql`and s.message_id <= ${window.upTo}`
+      : window.before !== undefined
+        ? sql`and s.message_id < ${window.before}`
+        : sql``;
+  const [row] = rowsOf<{ scanned: number; reached: string | null; hits: Hit[] | string }>(
+    await deps.db.execute(sql`
+      with w as (
+        select s.message_id, s.source, s.place_id, s.lowered from ${messageSearch} s
+        where ${query.where} ${bound}
+        order by s.message_id desc limit ${window.size}),
+      hits as (
+        select s.message_id as id, min(s.place_id) as place_id, bool_or(s.source = ${CONTENT}) as in_content
+        from w s where ${query.matches} group by s.message_id)
+      select (select count(*) from w)::integer as scanned, (select min(message_id) from w) as reached,
+        coalesce((select json_agg(json_build_object('id', h.id, 'place_id', h.place_id, 'in_content', h.in_content)
+            order by h.id desc)
+          from (select h.id, h.place_id, h.in_content from hits h join ${messages} m on m.id = h.id and m.deleted_at is null
+            order by h.id desc limit ${query.wanted}) h), '[]'::json) as hits`),
+  );
+  const hits = parsed(row!.hits);
+  if (row!.scanned < window.size) return { hits, rest: undefined };
+  const reached = row!.reached!;
+  return { hits: hits.filter((hit) => hit.id > reached), rest: reached };
+}
+
+/**
+ * The newest `count` hits up to `bound` (a message id: inclusive, or exclusive with `below`), found
+ * through the index's keys. The candidates are materialized first, so the planner reads them from
+ * the GIN index (it cannot tell how few rows a key selects, and would otherwise walk the whole
+ * table newest first hoping to meet `count` early); a few spare ones stand in for messages
+ * deleted since they were indexed.
+ */
+async function indexHits(
+  deps: Deps_,
+  query: HitQuery,
+  bound: { upTo: string } | { below: string },
+  count: number,
+): Promise<Hit[]> {
+  const taken = count + SPARE_HITS;
+  const rows = rowsOf<Hit & { gone: boolean }>(
+    await deps.db.execute(sql`
+      with candidates as materialized (
+        select s.message_id, s.place_id, s.source from ${messageSearch} s
+        where search_keys(s.lowered) @> ${arrayParam(query.keys)}::text[] and ${query.where}
+          and ${"upTo" in bound ? sql`s.message_id <= ${bound.upTo}` : sql`s.message_id < ${bound.below}`}
+          and ${query.matches}),
+      top as (
+        select message_id as id, min(place_id) as place_id, bool_or(source = ${CONTENT}) as in_content
+        from candidates group by message_id order by message_id desc limit ${taken})
+      select t.id, t.place_id, t.in_content, m.id is null as gone
+      from top t left join ${messages} m on m.id = t.id and m.deleted_at is null
+      order by t.id desc`),
+  );
+  const hits = rows.filter((row) => !row.gone).map(({ id, place_id, in_content }) => ({ id, place_id, in_content }));
+  if (hits.length >= count) return hits.slice(0, count);
+  // More deleted messages among the newest candidates than spares: go on below the last one.
+  if (rows.length < taken) return hits;
+  return [...hits, ...(await indexHits(deps, query, { below: rows.at(-1)!.id }, count - hits.length))];
 }
 
 /** The 404 for a filter naming a place (or workspace) the caller cannot read, if one was given. */
