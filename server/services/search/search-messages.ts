@@ -52,9 +52,9 @@ export type SearchPage = { data: SearchHit[]; meta: { next_cursor: string | null
 type Place = { place_id: string; workspace_id: string | null; language: Language };
 type Hit = { id: string; place_id: string; in_content: boolean };
 
-type Deps_ = Pick<Deps, "db" | "config" | "clock" | "jobOutbox">;
+type SearchDeps = Pick<Deps, "db" | "config" | "clock" | "jobOutbox">;
 
-export async function searchMessages(deps: Deps_, userId: number, request: SearchRequest): Promise<SearchPage> {
+export async function searchMessages(deps: SearchDeps, userId: number, request: SearchRequest): Promise<SearchPage> {
   const limit = request.limit ?? DEFAULT_SEARCH_PAGE;
   const places = rowsOf<Place>(
     await deps.db.execute(sql`
@@ -110,7 +110,7 @@ type HitQuery = { where: SQL; matches: SQL; keys: string[]; wanted: number };
  * rows in two, so that message is left to the next step, not answered here.
  */
 async function windowHits(
-  deps: Deps_,
+  deps: SearchDeps,
   query: HitQuery,
   window: { before?: string | undefined; upTo?: string; size: number },
 ): Promise<{ hits: Hit[]; rest: string | undefined }> {
@@ -149,7 +149,7 @@ async function windowHits(
  * deleted since they were indexed.
  */
 async function indexHits(
-  deps: Deps_,
+  deps: SearchDeps,
   query: HitQuery,
   bound: { upTo: string } | { below: string },
   count: number,
@@ -211,7 +211,7 @@ function candidateRows(places: Place[], translating: boolean, authorId: number |
 const parsed = (hits: Hit[] | string): Hit[] => (typeof hits === "string" ? (JSON.parse(hits) as Hit[]) : hits);
 
 /** The hits as message records, each in its reader's view (its place's language), newest first. */
-async function hitRecords(deps: Deps_, userId: number, places: Place[], hits: Hit[]): Promise<SearchHit[]> {
+async function hitRecords(deps: SearchDeps, userId: number, places: Place[], hits: Hit[]): Promise<SearchHit[]> {
   if (hits.length === 0) return [];
   const workspaceOf = new Map(places.map((place) => [place.place_id, place.workspace_id]));
   const byWorkspace = new Map<string | null, string[]>();
