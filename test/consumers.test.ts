@@ -101,11 +101,11 @@ describe("the push consumer", () => {
 describe("the consumers' cursors", () => {
   it("are kept for the consumers this server runs only, so none it does not run holds back pruning", async () => {
     // This server does not translate (TRANSLATION_PROVIDER none): the translation cursor the
-    // migration created is dropped; push and outbound run.
+    // migration created is dropped; the others run.
     await ctx.server.app.deps.relay.flush();
     const rows = rowsOf<{ name: string }>(
       await ctx.server.app.deps.db.execute(sql`select name from consumer_cursors order by name`),
     );
-    expect(rows.map((row) => row.name)).toEqual(["outbound", "push", "read-positions"]);
+    expect(rows.map((row) => row.name)).toEqual(["outbound", "push", "read-positions", "search"]);
   });
 });

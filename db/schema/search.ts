@@ -1,4 +1,3 @@
-import { sql } from "drizzle-orm";
 import { index, integer, pgTable, primaryKey, text } from "drizzle-orm/pg-core";
 import { timestamptz } from "./columns.ts";
 import { messages } from "./messages.ts";
@@ -7,11 +6,10 @@ import { messages } from "./messages.ts";
  * The search index (docs/search.md): one row per message text a reader can search, its own
  * content (`source` 'content') or a stored translation (`source` the translation's language).
  * `lowered` is the text lower-cased by JavaScript's toLowerCase() (Unicode, not the database's C
- * locale). A GIN index on `search_keys(lowered)` (migration 0018: its distinct one- and
- * two-character pieces, none with whitespace) finds candidates for any term, one character long
- * or a Thai word in a sentence without spaces; `strpos(lowered, term)` then confirms each. The
- * pieces live in the index only, not in the rows. Written by the search consumer of the event log
- * and by its backfill, never by the post.
+ * locale); `keys` are its distinct one- and two-character pieces (code points, none with
+ * whitespace), for a GIN index that finds candidates for any term, one character long or a
+ * Thai word in a sentence without spaces; `strpos(lowered, term)` then confirms each. Written by
+ * the search consumer of the event log and by its backfill, never by the post.
  */
 export const messageSearch = pgTable(
   "message_search",
@@ -25,11 +23,12 @@ export const messageSearch = pgTable(
     placeId: text("place_id").notNull(),
     authorUserId: integer("author_user_id"),
     lowered: text("lowered").notNull(),
+    keys: text("keys").array().notNull(),
   },
   (table) => [
     primaryKey({ name: "message_search_pkey", columns: [table.messageId, table.source] }),
     index("message_search_place_idx").on(table.placeId, table.messageId),
-    index("message_search_keys_idx").using("gin", sql`search_keys(${table.lowered})`),
+    index("message_search_keys_idx").using("gin", table.keys),
   ],
 );
 

@@ -3,7 +3,7 @@
 import { sql, type SQL } from "drizzle-orm";
 import { arrayParam } from "../../../db/prepared.ts";
 import { messageSearch, messages, messageTranslations } from "../../../db/schema/index.ts";
-import { lowered } from "./text.ts";
+import { lowered, searchKeys } from "./text.ts";
 
 /** A text to index: a message's content (`source` 'content') or its translation into `source`. */
 export type SearchText = { messageId: string; source: string; text: string };
@@ -11,8 +11,7 @@ export type SearchText = { messageId: string; source: string; text: string };
 export const CONTENT = "content";
 
 /**
- * `insert into message_search … select …` for `texts`, each lowered here (its keys are the index's
- * `search_keys(lowered)`). The
+ * `insert into message_search … select …` for `texts`, each lowered and cut into keys here. The
  * place and author come from the message row, and only while it stands (not deleted, not a
  * tombstone), so a text read before a delete is not indexed after it. `onConflict` decides what
  * an existing row gets (the consumer replaces it; the backfill, which may have read older text,
@@ -22,11 +21,13 @@ export function insertSearchRows(texts: SearchText[], options: { onConflict: "re
   const rows = texts
     .map((text) => ({ ...text, lowered: lowered(text.text) }))
     .filter((text) => text.lowered.length > 0);
-  return sql`insert into ${messageSearch} (message_id, source, place_id, author_user_id, lowered)
-    select m.id, v.source, coalesce(m.channel_id, m.conversation_id, m.room_id), m.author_user_id, v.lowered
+  return sql`insert into ${messageSearch} (message_id, source, place_id, author_user_id, lowered, keys)
+    select m.id, v.source, coalesce(m.channel_id, m.conversation_id, m.room_id), m.author_user_id, v.lowered,
+      string_to_array(v.keys, ' ')
     from unnest(${arrayParam(rows.map((row) => row.messageId))}::text[],
       ${arrayParam(rows.map((row) => row.source))}::text[],
-      ${arrayParam(rows.map((row) => row.lowered))}::text[]) as v(id, source, lowered)
+      ${arrayParam(rows.map((row) => row.lowered))}::text[],
+      ${arrayParam(rows.map((row) => searchKeys(row.lowered).join(" ")))}::text[]) as v(id, source, lowered, keys)
     join ${messages} m on m.id = v.id and m.deleted_at is null
     where ${options.guard ?? sql`true`}
       ${
@@ -39,7 +40,7 @@ export function insertSearchRows(texts: SearchText[], options: { onConflict: "re
     on conflict (message_id, source) do ${
       options.onConflict === "keep"
         ? sql`nothing`
-        : sql`update set lowered = excluded.lowered, place_id = excluded.place_id,
+        : sql`update set lowered = excluded.lowered, keys = excluded.keys, place_id = excluded.place_id,
             author_user_id = excluded.author_user_id`
     }
     returning 1`;

@@ -159,7 +159,7 @@ async function indexHits(
     await deps.db.execute(sql`
       with candidates as materialized (
         select s.message_id, s.place_id, s.source from ${messageSearch} s
-        where search_keys(s.lowered) @> ${arrayParam(query.keys)}::text[] and ${query.where}
+        where s.keys @> ${arrayParam(query.keys)}::text[] and ${query.where}
           and ${"upTo" in bound ? sql`s.message_id <= ${bound.upTo}` : sql`s.message_id < ${bound.below}`}
           and ${query.matches}),
       top as (

@@ -1,10 +1,12 @@
 // How text is made searchable (docs/search.md): the contract's match is a case-insensitive
 // substring match of every term, with JavaScript's toLowerCase() as the case rule. The index
-// keeps each text lower-cased here (the database's C locale would fold ASCII only); its GIN index
-// holds `search_keys(lowered)`, the text's distinct one- and two-character pieces (migration
-// 0018). A term's own pieces find every text that holds it (and some that do not), and `strpos`
-// on the lowered text confirms each candidate, so the results are exactly those of the substring
-// match. Terms never hold whitespace: a query is split on it.
+// keeps each text lower-cased here (the database's C locale would fold ASCII only) with its
+// distinct one- and two-character pieces as keys; a term's own pieces find every text that
+// holds it (and some that do not), and `strpos` on the lowered text confirms each candidate, so
+// the results are exactly those of the substring match.
+
+/** Terms never hold whitespace: a query is split on it, and no key spans it. */
+const WHITESPACE = /\s/u;
 
 /** The most keys one query asks the index for (the rarest-looking first); strpos confirms the rest. */
 export const MAX_QUERY_KEYS = 12;
@@ -12,6 +14,22 @@ export const MAX_QUERY_KEYS = 12;
 /** The text as the index stores and compares it. */
 export function lowered(text: string): string {
   return text.toLowerCase();
+}
+
+/** The distinct one- and two-code-point pieces of lowered text, none holding whitespace. */
+export function searchKeys(text: string): string[] {
+  const keys = new Set<string>();
+  let previous: string | undefined;
+  for (const char of text) {
+    if (WHITESPACE.test(char)) {
+      previous = undefined;
+      continue;
+    }
+    keys.add(char);
+    if (previous !== undefined) keys.add(previous + char);
+    previous = char;
+  }
+  return [...keys];
 }
 
 /** A query's terms, lower-cased, each once: what every hit must contain. */
