@@ -56,7 +56,7 @@ export async function startTestServer(
     APP_URL: `http://127.0.0.1:${port}`,
     HOST: "127.0.0.1",
     DATA_DIR: dataDir,
-    LOG_LEVEL: "silent",
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "silent",
     APP_KEY: randomBytes(32).toString("base64url"),
     // Push never leaves the machine: Expo (on by default) points at a closed port unless a test
     // starts a fake provider (test/helpers/push.ts) and overrides it.

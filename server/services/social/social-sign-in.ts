@@ -121,7 +121,12 @@ export async function signInWithSocial(
   );
 }
 
-const RACE_ATTEMPTS = 3;
+/**
+ * Enough for a burst of simultaneous callbacks: each may lose once to the account's creation and
+ * again to a deadlock with one signing in through the new link (its unique check waits for that
+ * one's update of the link while holding the user row that one wants).
+ */
+const RACE_ATTEMPTS = 6;
 
 /**
  * Runs a transaction again when it lost a race: on a unique index (the other one committed
@@ -135,6 +140,8 @@ async function retryingRaces<T>(transaction: () => Promise<T>): Promise<T> {
       return await transaction();
     } catch (error) {
       if (attempt >= RACE_ATTEMPTS || !lostARace(error)) throw error;
+      // A short, random pause, so that the losers do not meet again in the same order.
+      await new Promise((resolve) => setTimeout(resolve, 5 + Math.random() * 20 * attempt));
     }
   }
 }
