@@ -44,6 +44,11 @@ export function rowsOf<Row>(result: unknown): Row[] {
   return Array.isArray(result) ? (result as Row[]) : (result as { rows: Row[] }).rows;
 }
 
+/** A json column of a raw `execute()` row: parsed by the driver, or still its text. */
+export function jsonOf<T>(value: unknown): T {
+  return (typeof value === "string" ? JSON.parse(value) : value) as T;
+}
+
 export const MIGRATIONS_FOLDER = path.join(path.dirname(fileURLToPath(import.meta.url)), "migrations");
 
 // Any fixed number: every server process takes the same lock so only one migrates at a time.

@@ -18,7 +18,7 @@
 // a consumer that reads such events again after a crash finds no work in them again.
 import { arrayParam } from "../../db/prepared.ts";
 import { sql, type SQL } from "drizzle-orm";
-import { rowsOf, type Database, type Executor } from "../../db/client.ts";
+import { jsonOf, rowsOf, type Database, type Executor } from "../../db/client.ts";
 import { consumerCursors, streamEvents } from "../../db/schema/index.ts";
 import type { EventPayload } from "../events/streams.ts";
 import { oncePer, type Logger } from "../logger.ts";
@@ -368,6 +368,6 @@ export function toLoggedEvent(row: {
   return {
     position: Number(row.position),
     createdAt: new Date(row.created_at),
-    payload: (typeof row.payload === "string" ? JSON.parse(row.payload) : row.payload) as EventPayload,
+    payload: jsonOf<EventPayload>(row.payload),
   };
 }

@@ -182,14 +182,7 @@ export class EventRelay {
   private async publish(rows: PositionedRow[]): Promise<void> {
     if (rows.length === 0) return;
     const events = rows
-      .map((row) => ({
-        stream: row.stream,
-        busEvent: toBusEvent({
-          position: Number(row.position),
-          createdAt: new Date(row.created_at),
-          payload: typeof row.payload === "string" ? JSON.parse(row.payload) : row.payload,
-        }),
-      }))
+      .map((row) => ({ stream: row.stream, busEvent: toBusEvent(toLoggedEvent(row)) }))
       .sort((a, b) => Number(a.busEvent.event.id) - Number(b.busEvent.event.id));
     const results = await Promise.allSettled(
       events.map(({ stream, busEvent }) => this.deps.events.publish(stream, busEvent satisfies BusEvent)),

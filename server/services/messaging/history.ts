@@ -12,7 +12,14 @@
 // that nobody asked for yet is asked for now (a pending row and a job).
 import { and, asc, desc, eq, gte, inArray, isNull, lt, sql, type SQL } from "drizzle-orm";
 import { unionAll } from "drizzle-orm/pg-core";
-import { attachments, messageReactions, messages, users, type Attachment } from "../../../db/schema/index.ts";
+import {
+  attachments,
+  messageReactions,
+  messages,
+  users,
+  type Attachment,
+  type Language,
+} from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
 import { invalidField } from "../../errors.ts";
 import { toMessageRecord, type MessageRecord } from "../../records/message.ts";
@@ -21,8 +28,11 @@ import { readerLanguage, translationEnabled, translationOwed, translationView } 
 
 export const DEFAULT_PAGE = 50;
 
-/** Who reads the page: the user, in a workspace (its member language applies) or a conversation (null). */
-export type Reader = { userId: number; workspaceId: string | null };
+/**
+ * Who reads the page: the user, in a workspace (its member language applies) or a conversation
+ * (null); `language`, their reading language there when the caller knows it already.
+ */
+export type Reader = { userId: number; workspaceId: string | null; language?: Language | undefined };
 
 /** What a history request asks for: at most one of `before`, `after` and `around`. */
 export type PageRequest = {
@@ -59,7 +69,7 @@ export async function messagePage(
   const { db } = deps;
   const limit = page.limit ?? DEFAULT_PAGE;
   const translating = translationEnabled(deps.config);
-  const language = translating ? readerLanguage(db, reader.userId, reader.workspaceId) : undefined;
+  const language = translating ? (reader.language ?? readerLanguage(db, reader.userId, reader.workspaceId)) : undefined;
   // The page's rows in one statement: each message with its author and the reader's own
   // reactions (each reaction's `me`).
   const rowsWhere = (where: SQL | undefined) =>

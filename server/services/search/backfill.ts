@@ -5,7 +5,7 @@
 // one read when the consumers start. Texts are inserted without replacing a row the consumer
 // wrote meanwhile (which is newer), and only while the message stands (index-rows.ts).
 import { sql } from "drizzle-orm";
-import { rowsOf, type Database } from "../../../db/client.ts";
+import { jsonOf, rowsOf, type Database } from "../../../db/client.ts";
 import { consumerBackfills, messages, messageTranslations } from "../../../db/schema/index.ts";
 import { CONTENT, insertSearchRows, type SearchText } from "./index-rows.ts";
 
@@ -20,7 +20,7 @@ export async function backfillSearchStep(db: Database, batch = BACKFILL_BATCH): 
       where name = ${NAME}`),
   );
   if (!state || state.finished) return "done";
-  const found = rowsOf<{ id: string; content: string; translations: { language: string; content: string }[] | string }>(
+  const found = rowsOf<{ id: string; content: string; translations: unknown }>(
     await db.execute(sql`
       select m.id, m.content, coalesce((select json_agg(json_build_object('language', t.language, 'content', t.content))
           from ${messageTranslations} t where t.message_id = m.id and t.status = 'done' and t.content is not null),
@@ -32,11 +32,7 @@ export async function backfillSearchStep(db: Database, batch = BACKFILL_BATCH): 
   const texts: SearchText[] = [];
   for (const message of found) {
     if (message.content) texts.push({ messageId: message.id, source: CONTENT, text: message.content });
-    const translations =
-      typeof message.translations === "string"
-        ? (JSON.parse(message.translations) as { language: string; content: string }[])
-        : message.translations;
-    for (const translation of translations) {
+    for (const translation of jsonOf<{ language: string; content: string }[]>(message.translations)) {
       texts.push({ messageId: message.id, source: translation.language, text: translation.content });
     }
   }

@@ -9,7 +9,7 @@
 // 2. Only when the page is not full: the index's keys give the candidates older than the window
 //    (a rare term has few), and strpos confirms each.
 import { and, inArray, isNull, sql, type SQL } from "drizzle-orm";
-import { rowsOf } from "../../../db/client.ts";
+import { jsonOf, rowsOf } from "../../../db/client.ts";
 import { arrayParam } from "../../../db/prepared.ts";
 import { messages, messageSearch, type Language } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
@@ -120,7 +120,7 @@ async function windowHits(
       : window.before !== undefined
         ? sql`and s.message_id < ${window.before}`
         : sql``;
-  const [row] = rowsOf<{ scanned: number; reached: string | null; hits: Hit[] | string }>(
+  const [row] = rowsOf<{ scanned: number; reached: string | null; hits: unknown }>(
     await deps.db.execute(sql`
       with w as (
         select s.message_id, s.source, s.place_id, s.lowered from ${messageSearch} s
@@ -135,7 +135,7 @@ async function windowHits(
           from (select h.id, h.place_id, h.in_content from hits h join ${messages} m on m.id = h.id and m.deleted_at is null
             order by h.id desc limit ${query.wanted}) h), '[]'::json) as hits`),
   );
-  const hits = parsed(row!.hits);
+  const hits = jsonOf<Hit[]>(row!.hits);
   if (row!.scanned < window.size) return { hits, rest: undefined };
   const reached = row!.reached!;
   return { hits: hits.filter((hit) => hit.id > reached), rest: reached };
@@ -208,22 +208,23 @@ function candidateRows(places: Place[], translating: boolean, authorId: number |
   return sql`${inPlaces} and ${sources} ${author}`;
 }
 
-const parsed = (hits: Hit[] | string): Hit[] => (typeof hits === "string" ? (JSON.parse(hits) as Hit[]) : hits);
-
 /** The hits as message records, each in its reader's view (its place's language), newest first. */
 async function hitRecords(deps: SearchDeps, userId: number, places: Place[], hits: Hit[]): Promise<SearchHit[]> {
   if (hits.length === 0) return [];
-  const workspaceOf = new Map(places.map((place) => [place.place_id, place.workspace_id]));
-  const byWorkspace = new Map<string | null, string[]>();
+  // The places' rows already hold the caller's language in each workspace.
+  const placeOf = new Map(places.map((place) => [place.place_id, place]));
+  const byWorkspace = new Map<string | null, { language: Language; ids: string[] }>();
   for (const hit of hits) {
-    const workspaceId = workspaceOf.get(hit.place_id) ?? null;
-    byWorkspace.set(workspaceId, [...(byWorkspace.get(workspaceId) ?? []), hit.id]);
+    const place = placeOf.get(hit.place_id)!;
+    const group = byWorkspace.get(place.workspace_id);
+    if (group) group.ids.push(hit.id);
+    else byWorkspace.set(place.workspace_id, { language: place.language, ids: [hit.id] });
   }
   const records = new Map<string, MessageRecord>();
-  for (const [workspaceId, ids] of byWorkspace) {
+  for (const [workspaceId, { language, ids }] of byWorkspace) {
     const page = await messagePage(
       deps,
-      { userId, workspaceId },
+      { userId, workspaceId, language },
       and(inArray(messages.id, ids), isNull(messages.deletedAt))!,
       { limit: ids.length },
     );
