@@ -121,7 +121,8 @@ import { openDatabase, type Database } from "../db/client.ts";
 import * as schema from "../db/schema/index.ts";
 import type { Config } from "../server/config.ts";
 import { backfillSearchStep } from "../server/services/search/backfill.ts";
-import { searchMessages, type SearchPage } from "../server/services/search/search-messages.ts";
+import type { SearchPage } from "../server/records/search.ts";
+import { searchMessages } from "../server/services/search/search-messages.ts";
 import { startFakeLibreTranslate, type FakeTranslator } from "../test/helpers/translation.ts";
 import {
   Collector,

@@ -18,3 +18,6 @@ export const searchPageRecord = z.object({
     next_cursor: z.string().nullable().describe("pass as `before` for the next (older) page; null on the last page"),
   }),
 });
+
+export type SearchHit = z.infer<typeof searchHitRecord>;
+export type SearchPage = z.infer<typeof searchPageRecord>;

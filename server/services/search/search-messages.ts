@@ -23,6 +23,7 @@ import {
 } from "../../policy/places.ts";
 import { WORKSPACE_NOT_FOUND } from "../../policy/workspaces.ts";
 import type { MessageRecord } from "../../records/message.ts";
+import type { SearchHit, SearchPage } from "../../records/search.ts";
 import { messagePage } from "../messaging/history.ts";
 import { translationEnabled, userReaderLanguageSql } from "../translation/readers.ts";
 import { CONTENT } from "./index-rows.ts";
@@ -44,10 +45,6 @@ export type SearchRequest = PlaceFilter & {
   limit?: number | undefined;
   before?: string | undefined;
 };
-
-export type MatchedIn = "content" | "translation";
-export type SearchHit = MessageRecord & { matched_in: MatchedIn };
-export type SearchPage = { data: SearchHit[]; meta: { next_cursor: string | null } };
 
 type Place = { place_id: string; workspace_id: string | null; language: Language };
 type Hit = { id: string; place_id: string; in_content: boolean };
@@ -232,6 +229,6 @@ async function hitRecords(deps: SearchDeps, userId: number, places: Place[], hit
   }
   return hits.flatMap((hit) => {
     const record = records.get(hit.id);
-    return record ? [{ ...record, matched_in: hit.in_content ? "content" : "translation" } as SearchHit] : [];
+    return record ? [{ ...record, matched_in: hit.in_content ? ("content" as const) : ("translation" as const) }] : [];
   });
 }
