@@ -2,6 +2,7 @@
 // Nothing else in the code reads process.env: everything takes a Config.
 import { randomBytes } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync, existsSync } from "node:fs";
+import { isIP } from "node:net";
 import path from "node:path";
 import { z } from "zod";
 
@@ -43,6 +44,59 @@ const positiveInt = (defaultValue: number) => {
 
 const notEmpty = (what: string) => z.string().min(1, { error: `must be ${what}` });
 
+const APP_KEY_EXPECTED = "must be at least 32 characters long";
+
+/** "a, b" → ["a", "b"]; blanks dropped. */
+const commaList = (value: string | undefined) =>
+  (value ?? "")
+    .split(",")
+    .map((item) => item.trim())
+    .filter(Boolean);
+
+const TRUST_PROXY_EXPECTED =
+  "must be loopback, or a comma list of IP addresses and CIDR ranges such as 10.0.0.0/8 or fd00::/8";
+
+/** `127.0.0.1` → `127.0.0.1/32`, `10.0.0.0/8` as it is; undefined when the entry is no address or range. */
+function addressRange(entry: string): string | undefined {
+  const [address = "", prefix, ...rest] = entry.split("/");
+  const family = isIP(address);
+  if (family === 0 || rest.length > 0) return undefined;
+  const bits = family === 4 ? 32 : 128;
+  if (prefix === undefined) return `${address}/${bits}`;
+  if (!/^\d{1,3}$/.test(prefix) || Number(prefix) > bits) return undefined;
+  return `${address}/${Number(prefix)}`;
+}
+
+/**
+ * TRUST_PROXY (contract.md): the peers whose X-Forwarded-For is believed, as CIDR ranges;
+ * `loopback` is 127.0.0.0/8 and ::1. Unset: an empty list, and the header is ignored.
+ */
+const trustProxy = optionalString.transform((value, ctx) => {
+  const ranges: string[] = [];
+  for (const entry of commaList(value)) {
+    const found = entry.toLowerCase() === "loopback" ? ["127.0.0.0/8", "::1/128"] : [addressRange(entry)];
+    if (found.includes(undefined)) {
+      ctx.addIssue({ code: "custom", message: `${TRUST_PROXY_EXPECTED} (got ${JSON.stringify(entry)})` });
+      return z.NEVER;
+    }
+    ranges.push(...(found as string[]));
+  }
+  return ranges;
+});
+
+/** APP_KEY_PREVIOUS: earlier APP_KEYs, newest first, each as long as an APP_KEY must be. */
+const previousAppKeys = optionalString.transform((value, ctx) => {
+  const keys = commaList(value);
+  if (keys.some((key) => key.length < 32)) {
+    ctx.addIssue({
+      code: "custom",
+      message: "must be a comma list of earlier APP_KEYs, each at least 32 characters long",
+    });
+    return z.NEVER;
+  }
+  return keys;
+});
+
 const PORT_EXPECTED = "must be a port number: a whole number from 0 to 65535";
 
 /** More server processes than this on one machine is a typo, not a plan (each holds its own connections). */
@@ -73,7 +127,9 @@ const envSchema = z.object({
     .default(1),
   LOG_LEVEL: oneOf(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   APP_URL: httpUrl(),
-  APP_KEY: optionalString.pipe(z.string().min(32, { error: "must be at least 32 characters long" }).optional()),
+  APP_KEY: optionalString.pipe(z.string().min(32, { error: APP_KEY_EXPECTED }).optional()),
+  APP_KEY_PREVIOUS: previousAppKeys,
+  TRUST_PROXY: trustProxy,
   FRONTEND_URL: httpUrl(),
   SMTP_URL: optionalUrl(["smtp", "smtps"]),
   MAIL_FROM: z
@@ -154,61 +210,12 @@ const DEFAULT_ISSUERS: Record<string, string> = {
 /** Scopes for well-known plain OAuth 2 providers when SOCIAL_<NAME>_SCOPES is unset. */
 const DEFAULT_OAUTH2_SCOPES: Record<string, string> = { github: "read:user user:email" };
 
-export type Config = {
-  port: number;
-  host: string;
-  dataDir: string;
-  databaseUrl: string | undefined;
-  redisUrl: string | undefined;
-  redisPrefix: string;
-  runWorkers: boolean;
-  /** Server processes `npm start` runs on the port (server/cluster.ts); 1 is this process alone. */
-  webConcurrency: number;
-  logLevel: z.infer<typeof envSchema>["LOG_LEVEL"];
-  appUrl: string;
-  appKey: string;
-  frontendUrl: string | undefined;
-  mail: { smtpUrl: string | undefined; from: string };
-  socialProviders: SocialProviderConfig[];
-  translation: { provider: "none" | "libretranslate" | "deepl"; url: string | undefined; apiKey: string | undefined };
-  push: {
-    fcmUrl: string | undefined;
-    expoUrl: string | undefined;
-    apnsUrl: string | undefined;
-    fcmCredentials: string | undefined;
-    expoAccessToken: string | undefined;
-    apnsKey: string | undefined;
-    apnsKeyId: string | undefined;
-    apnsTeamId: string | undefined;
-    apnsTopic: string | undefined;
-    /** A PEM file of certificate authorities trusted for PUSH_APNS_URL besides the system's. */
-    apnsCa: string | undefined;
-  };
-  webhookQuotaPerHour: number;
-  outboundAllowPrivate: boolean;
-  storage: {
-    driver: "local" | "s3";
-    s3: {
-      endpoint: string | undefined;
-      bucket: string | undefined;
-      accessKeyId: string | undefined;
-      secretAccessKey: string | undefined;
-      region: string | undefined;
-    };
-  };
-  maxUploadBytes: number;
-  /** Bearer token GET /metrics requires; unset, it answers loopback clients only. */
-  metricsToken: string | undefined;
-  /** HTTP Basic password of /admin/queues (with Redis); unset, there is no queue dashboard. */
-  queueDashboardPassword: string | undefined;
-};
-
 export class ConfigError extends Error {
   override name = "ConfigError";
 }
 
 /** Variables whose value is never printed, not even in part. */
-const SECRET_VARIABLE = /(_SECRET|_TOKEN|_KEY|_PASSWORD|_CREDENTIALS)$/;
+const SECRET_VARIABLE = /(_SECRET|_TOKEN|_KEY|_KEY_PREVIOUS|_PASSWORD|_CREDENTIALS)$/;
 /** Variables that hold a URL, which may carry a password: only its scheme is printed. */
 const URL_VARIABLE = /(_URL|_URI|_ENDPOINT|_ISSUER)$/;
 
@@ -303,15 +310,14 @@ function requireSharedServices(e: z.infer<typeof envSchema>): void {
   throw new ConfigError(`Invalid configuration: ${issues.join("; ")}`);
 }
 
-/** Parses and validates the environment; throws ConfigError naming the bad variable. */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
-  const parsed = envSchema.safeParse(env);
-  if (!parsed.success) {
-    throw new ConfigError(`Invalid configuration: ${describeIssues(parsed.error, env)}`);
-  }
-  const e = parsed.data;
+/**
+ * The configuration the code reads: the environment parsed, named for the code and grouped.
+ * `Config` is this schema's output type; SOCIAL_<NAME>_* variables pass through to their parser.
+ */
+const configSchema = z.looseObject(envSchema.shape).transform((e) => {
   requireSharedServices(e);
   const dataDir = path.resolve(e.DATA_DIR);
+  const appKey = e.APP_KEY ?? loadOrCreateAppKey(dataDir);
   return {
     port: e.PORT,
     host: e.HOST,
@@ -320,13 +326,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     redisUrl: e.REDIS_URL,
     redisPrefix: e.REDIS_PREFIX,
     runWorkers: e.WORKERS,
+    /** Server processes `npm start` runs on the port (server/cluster.ts); 1 is this process alone. */
     webConcurrency: e.WEB_CONCURRENCY,
     logLevel: e.LOG_LEVEL,
     appUrl: (e.APP_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, ""),
-    appKey: e.APP_KEY ?? loadOrCreateAppKey(dataDir),
+    appKey,
+    /** Earlier APP_KEYs whose values are still opened (and re-sealed under appKey); never appKey itself. */
+    previousAppKeys: [...new Set(e.APP_KEY_PREVIOUS)].filter((key) => key !== appKey),
+    /** CIDR ranges of the proxies whose X-Forwarded-For is believed; empty: none is. */
+    trustProxy: e.TRUST_PROXY,
     frontendUrl: e.FRONTEND_URL,
     mail: { smtpUrl: e.SMTP_URL, from: e.MAIL_FROM },
-    socialProviders: parseSocialProviders(env, e.SOCIAL_PROVIDERS),
+    socialProviders: parseSocialProviders(e as NodeJS.ProcessEnv, e.SOCIAL_PROVIDERS),
     translation: { provider: e.TRANSLATION_PROVIDER, url: e.TRANSLATION_URL, apiKey: e.TRANSLATION_API_KEY },
     push: {
       fcmUrl: e.PUSH_FCM_URL,
@@ -338,6 +349,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       apnsKeyId: e.PUSH_APNS_KEY_ID,
       apnsTeamId: e.PUSH_APNS_TEAM_ID,
       apnsTopic: e.PUSH_APNS_TOPIC,
+      /** A PEM file of certificate authorities trusted for PUSH_APNS_URL besides the system's. */
       apnsCa: e.PUSH_APNS_CA,
     },
     webhookQuotaPerHour: e.WEBHOOK_QUOTA_PER_HOUR,
@@ -353,7 +365,20 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       },
     },
     maxUploadBytes: e.MAX_UPLOAD_BYTES,
+    /** Bearer token GET /metrics requires; unset, it answers loopback clients only. */
     metricsToken: e.METRICS_TOKEN,
+    /** HTTP Basic password of /admin/queues (with Redis); unset, there is no queue dashboard. */
     queueDashboardPassword: e.QUEUE_DASHBOARD_PASSWORD,
   };
+});
+
+export type Config = z.output<typeof configSchema>;
+
+/** Parses and validates the environment; throws ConfigError naming the bad variable. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const parsed = configSchema.safeParse(env);
+  if (!parsed.success) {
+    throw new ConfigError(`Invalid configuration: ${describeIssues(parsed.error, env)}`);
+  }
+  return parsed.data;
 }

@@ -54,6 +54,22 @@ describe("loadConfig", () => {
     expect(existsSync(path.join(dataDir, "app-key"))).toBe(false);
   });
 
+  it("reads TRUST_PROXY as ranges: loopback, addresses and CIDR ranges; unset trusts no one", () => {
+    expect(loadConfig(environment()).trustProxy).toEqual([]);
+    expect(
+      loadConfig(environment({ TRUST_PROXY: " loopback , 10.0.0.5, fd00::/8 ,192.168.0.0/16" })).trustProxy,
+    ).toEqual(["127.0.0.0/8", "::1/128", "10.0.0.5/32", "fd00::/8", "192.168.0.0/16"]);
+  });
+
+  it("reads APP_KEY_PREVIOUS as a list without the current key", () => {
+    const current = "c".repeat(40);
+    const config = loadConfig(
+      environment({ APP_KEY: current, APP_KEY_PREVIOUS: `${"a".repeat(40)}, ${current},${"b".repeat(32)}` }),
+    );
+    expect(config.previousAppKeys).toEqual(["a".repeat(40), "b".repeat(32)]);
+    expect(loadConfig(environment({ APP_KEY: current })).previousAppKeys).toEqual([]);
+  });
+
   it("parses a known social provider with its default issuer", () => {
     const config = loadConfig(
       environment({
@@ -93,6 +109,9 @@ const BAD_VALUES: [string, Record<string, string>, string][] = [
   ["LOG_LEVEL", { LOG_LEVEL: "loud" }, "debug"],
   ["APP_URL", { APP_URL: "ftp://chat.example.com" }, "http:// or https://"],
   ["APP_KEY", { APP_KEY: "short-but-secret" }, "at least 32 characters"],
+  ["APP_KEY_PREVIOUS", { APP_KEY_PREVIOUS: `${"p".repeat(40)},short-old-secret` }, "each at least 32 characters"],
+  ["TRUST_PROXY", { TRUST_PROXY: "loopback,10.0.0.0/33" }, "CIDR ranges"],
+  ["TRUST_PROXY", { TRUST_PROXY: "proxy.internal" }, "IP addresses"],
   ["FRONTEND_URL", { FRONTEND_URL: "chat.example.com" }, "http:// or https://"],
   ["SMTP_URL", { SMTP_URL: "mail.example.com:25" }, "smtp:// or smtps://"],
   ["MAIL_FROM", { MAIL_FROM: "x" }, "sender address"],
@@ -172,6 +191,8 @@ describe("configuration error messages", () => {
   it("echoes a plain value but never a secret or a URL's credentials", async () => {
     expect((await startErrorOf({ LOG_LEVEL: "loud" })).message).toContain('(got "loud")');
     expect((await startErrorOf({ APP_KEY: "short-but-secret" })).message).not.toContain("short-but-secret");
+    const previous = await startErrorOf({ APP_KEY_PREVIOUS: "short-old-secret" });
+    expect(previous.message).not.toContain("short-old-secret");
     const { message } = await startErrorOf({ DATABASE_URL: "mysql://chat:hunter2@db/chat" });
     expect(message).not.toContain("hunter2");
     expect(message).toContain('(it starts with "mysql:")');
