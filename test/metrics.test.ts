@@ -5,6 +5,7 @@
 import { networkInterfaces } from "node:os";
 import type { IncomingMessage } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { compileTrustedRanges } from "../server/http/client-address.ts";
 import { metricsRefusal } from "../server/http/metrics-route.ts";
 import { restClient, type RestClient } from "./helpers/api.ts";
 import { createWorkspaceWithGeneral, registerUser, type RegisteredUser } from "./helpers/factories.ts";
@@ -65,13 +66,33 @@ describe("GET /metrics without METRICS_TOKEN", () => {
     expect((await fetch(`http://${outsideAddress}:${port}/healthz`)).status).toBe(200);
   });
 
-  it("decides by the socket's address, never by a forwarding header", () => {
+  it("decides by the socket's address without TRUST_PROXY, never by a forwarding header", () => {
     const request = (remoteAddress: string, headers: Record<string, string> = {}) =>
       ({ socket: { remoteAddress }, headers }) as unknown as IncomingMessage;
-    for (const loopback of ["127.0.0.1", "::1", "::ffff:127.0.0.1"])
-      expect(metricsRefusal(request(loopback), undefined)).toBeUndefined();
-    expect(metricsRefusal(request("10.0.0.7", { "x-forwarded-for": "127.0.0.1" }), undefined)?.status).toBe(403);
-    expect(metricsRefusal(request("::ffff:10.0.0.7"), undefined)?.status).toBe(403);
+    const none = compileTrustedRanges([]);
+    for (const loopback of ["127.0.0.1", "127.0.0.2", "::1", "::ffff:127.0.0.1"])
+      expect(metricsRefusal(request(loopback), undefined, none)).toBeUndefined();
+    expect(metricsRefusal(request("10.0.0.7", { "x-forwarded-for": "127.0.0.1" }), undefined, none)?.status).toBe(403);
+    expect(metricsRefusal(request("::ffff:10.0.0.7"), undefined, none)?.status).toBe(403);
+    // The header is not read at all: a loopback peer forwarding someone is still loopback.
+    expect(metricsRefusal(request("127.0.0.1", { "x-forwarded-for": "203.0.113.9" }), undefined, none)).toBeUndefined();
+  });
+
+  it("with TRUST_PROXY, decides by the forwarded client: a visitor behind a local proxy is not loopback", () => {
+    const request = (remoteAddress: string, headers: Record<string, string> = {}) =>
+      ({ socket: { remoteAddress }, headers }) as unknown as IncomingMessage;
+    const loopback = compileTrustedRanges(["127.0.0.0/8", "::1/128"]);
+    expect(
+      metricsRefusal(request("127.0.0.1", { "x-forwarded-for": "203.0.113.9" }), undefined, loopback)?.status,
+    ).toBe(403);
+    expect(
+      metricsRefusal(request("::1", { "x-forwarded-for": "127.0.0.1, 203.0.113.9" }), undefined, loopback)?.status,
+    ).toBe(403);
+    expect(metricsRefusal(request("127.0.0.1"), undefined, loopback)).toBeUndefined();
+    // An untrusted peer's header is still ignored.
+    expect(metricsRefusal(request("10.0.0.7", { "x-forwarded-for": "127.0.0.1" }), undefined, loopback)?.status).toBe(
+      403,
+    );
   });
 });
 

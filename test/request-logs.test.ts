@@ -59,7 +59,7 @@ describe("the request id", () => {
       const response = await fetch(`${server.url}/healthz`, { headers: sent ? { "X-Request-Id": sent } : {} });
       const id = response.headers.get("x-request-id")!;
       expect(id).toMatch(UUID);
-      expect((await completionOf(id)).req).toEqual({ method: "GET", url: "/healthz" });
+      expect((await completionOf(id)).req).toEqual({ method: "GET", url: "/healthz", ip: "127.0.0.1" });
     }
   });
 

@@ -10,6 +10,7 @@ import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
 import { handleAdminCommand, ADMIN_ROUTE } from "./admin-route.ts";
 import { MAX_JSON_BODY_BYTES, readBody, readRawBody } from "./body.ts";
+import { requestClientAddress, trustedRangesOf } from "./client-address.ts";
 import { trustedOrigins } from "./cookies.ts";
 import { serveDocs } from "./docs.ts";
 import { fileRoute } from "./file-routes.ts";
@@ -130,6 +131,7 @@ export function createRequestListener(deps: Deps, router: AppRouter, readiness: 
   let openApiJson: string | undefined;
   let asyncApiJson: string | undefined;
   const origins = trustedOrigins(deps.config);
+  const trusted = trustedRangesOf(deps.config);
 
   function applyCors(req: IncomingMessage, res: ServerResponse): boolean {
     const origin = req.headers.origin;
@@ -158,7 +160,9 @@ export function createRequestListener(deps: Deps, router: AppRouter, readiness: 
     if (applyCors(req, res)) return;
 
     if (pathname === "/healthz") return sendJson(res, 200, { status: "ok" });
-    if (pathname === METRICS_ROUTE) return serveMetrics(operations.metrics, deps.config.metricsToken, req, res);
+    if (pathname === METRICS_ROUTE) {
+      return serveMetrics(operations.metrics, { token: deps.config.metricsToken, trusted }, req, res);
+    }
     if (operations.queueDashboard && isQueueDashboardPath(pathname)) return operations.queueDashboard(req, res);
     if (pathname === "/readyz") {
       const { ok, checks } = await readiness();
@@ -200,8 +204,12 @@ export function createRequestListener(deps: Deps, router: AppRouter, readiness: 
 
   // Each request runs in a statement scope labelled by its request id (assigned by withRequestLog):
   // the database statements it sends are counted under it (db/statement-count.ts).
-  return withRequestLog(deps.logger, operations.routes, (req: IncomingMessage, res: ServerResponse, reqId: string) =>
-    statementScope(reqId, () => serve(req, res)),
+  // The request log records the client address (decided once, before the socket may be gone).
+  return withRequestLog(
+    deps.logger,
+    operations.routes,
+    (req) => requestClientAddress(req, trusted),
+    (req: IncomingMessage, res: ServerResponse, reqId: string) => statementScope(reqId, () => serve(req, res)),
   );
 
   function serve(req: IncomingMessage, res: ServerResponse) {

@@ -1,26 +1,24 @@
 // GET /metrics on the main port, for Prometheus. With METRICS_TOKEN set a scrape must send
 // `Authorization: Bearer <METRICS_TOKEN>` (401 otherwise); unset, only loopback clients are
-// answered (403 otherwise), decided by the socket's address: a forwarded-for header proves nothing.
+// answered (403 otherwise), decided by the client address (server/http/client-address.ts): the
+// socket's, or with TRUST_PROXY the one the trusted proxy forwarded, so that a visitor behind a
+// proxy on the same host is not taken for loopback. An X-Forwarded-For from anyone else proves nothing.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { safeEqual } from "../crypto.ts";
 import type { Metrics } from "../metrics.ts";
+import { isLoopbackAddress, requestClientAddress, type TrustedRanges } from "./client-address.ts";
 import { sendJson } from "./respond.ts";
 
 export const METRICS_ROUTE = "/metrics";
-
-const LOOPBACK_ADDRESSES = new Set(["127.0.0.1", "::1", "::ffff:127.0.0.1"]);
-
-export function isLoopback(remoteAddress: string | undefined): boolean {
-  return LOOPBACK_ADDRESSES.has(remoteAddress ?? "");
-}
 
 /** Whether the request may read /metrics: the answer to send when it may not. */
 export function metricsRefusal(
   req: IncomingMessage,
   token: string | undefined,
+  trusted: TrustedRanges,
 ): { status: 401 | 403; message: string } | undefined {
   if (token === undefined) {
-    return isLoopback(req.socket.remoteAddress)
+    return isLoopbackAddress(requestClientAddress(req, trusted))
       ? undefined
       : { status: 403, message: "Set METRICS_TOKEN to allow scrapes from other hosts." };
   }
@@ -30,7 +28,7 @@ export function metricsRefusal(
 
 export async function serveMetrics(
   metrics: Metrics,
-  token: string | undefined,
+  access: { token: string | undefined; trusted: TrustedRanges },
   req: IncomingMessage,
   res: ServerResponse,
 ): Promise<void> {
@@ -38,7 +36,7 @@ export async function serveMetrics(
     res.setHeader("Allow", "GET, HEAD");
     return sendJson(res, 405, { message: "Method not allowed." });
   }
-  const refusal = metricsRefusal(req, token);
+  const refusal = metricsRefusal(req, access.token, access.trusted);
   if (refusal) {
     const headers: Record<string, string> = refusal.status === 401 ? { "WWW-Authenticate": "Bearer" } : {};
     return sendJson(res, refusal.status, { message: refusal.message }, headers);

@@ -47,17 +47,21 @@ const pathOf = (target: string) => target.split("?")[0]!;
 
 /**
  * Wraps the request listener: names the request, logs its completion, and serves it inside the
- * request scope; `serve` gets the request id. Only the method and the redacted target are
+ * request scope; `serve` gets the request id. Only the method, the redacted target and the
+ * client address (`addressOf`: TRUST_PROXY's decision, server/http/client-address.ts) are
  * logged of the request, never a header.
  */
 export function withRequestLog(
   logger: Logger,
   routes: RouteTemplates,
+  addressOf: (req: IncomingMessage) => string,
   serve: (req: IncomingMessage, res: ServerResponse, reqId: string) => void,
 ): (req: IncomingMessage, res: ServerResponse) => void {
   return (req, res) => {
     const started = Date.now();
     const reqId = requestIdOf(req);
+    // Now, while the socket still has its address (a client that left takes it with it).
+    const ip = addressOf(req);
     // What was asked: a route may rewrite req.url (the REST door drops some query keys).
     const target = req.url ?? "/";
     res.setHeader(REQUEST_ID_HEADER, reqId);
@@ -68,7 +72,7 @@ export function withRequestLog(
       if (!logger.isLevelEnabled(level)) return;
       const line: Record<string, unknown> = {
         reqId,
-        req: { method: req.method, url: redactTarget(target, routes) },
+        req: { method: req.method, url: redactTarget(target, routes), ip },
         res: { statusCode: res.statusCode },
         responseTime: Date.now() - started,
       };
@@ -95,18 +99,25 @@ export function inSocketScope(req: IncomingMessage, work: () => void): void {
 
 /**
  * WebSocket connections are logged too: opened (with the request id, also returned in the 101
- * answer's X-Request-Id) and closed (with the close code and how long it lasted).
+ * answer's X-Request-Id, and the client address of the upgrade) and closed (with the close code
+ * and how long it lasted).
  */
-export function logWebSocketConnections(wss: WebSocketServer, logger: Logger, routes: RouteTemplates): void {
+export function logWebSocketConnections(
+  wss: WebSocketServer,
+  logger: Logger,
+  routes: RouteTemplates,
+  addressOf: (req: IncomingMessage) => string,
+): void {
   wss.on("headers", (headers, req) => {
     const id = requestIdOf(req);
     socketRequestIds.set(req, id);
+    addressOf(req); // decided during the handshake, with the socket's address at hand
     headers.push(`${REQUEST_ID_HEADER}: ${id}`);
   });
   wss.on("connection", (client, req) => {
     const opened = Date.now();
     const connectionLog = logger.child({ reqId: socketRequestIds.get(req) });
-    connectionLog.info({ url: redactTarget(req.url ?? "/", routes) }, "websocket connected");
+    connectionLog.info({ url: redactTarget(req.url ?? "/", routes), ip: addressOf(req) }, "websocket connected");
     client.once("close", (code) => connectionLog.info({ code, durationMs: Date.now() - opened }, "websocket closed"));
   });
 }
