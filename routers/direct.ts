@@ -12,6 +12,7 @@ import {
 } from "../server/services/messaging/direct.ts";
 import { conversationEvents } from "../server/services/messaging/live.ts";
 import { authedProcedure, router } from "../server/trpc.ts";
+import { trackedStream } from "../server/trpc-live.ts";
 import { emailInput, userIdInput } from "./inputs.ts";
 import { resumable } from "./live.ts";
 import { contentOrAttachments, messageBody, messagePageOutput, pageInput, postAnswer } from "./messages.ts";
@@ -113,11 +114,13 @@ export const directRouter = router({
   onConversation: authedProcedure
     .input(conversationPath.extend(resumable.shape))
     .subscription(async ({ ctx, input, signal }) =>
-      conversationEvents(
-        ctx.deps,
-        ctx.auth,
-        { conversationId: input.conversation_id, lastEventId: input.lastEventId },
-        signal,
+      trackedStream(
+        await conversationEvents(
+          ctx.deps,
+          ctx.auth,
+          { conversationId: input.conversation_id, lastEventId: input.lastEventId },
+          signal,
+        ),
       ),
     ),
 });

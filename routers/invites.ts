@@ -16,6 +16,7 @@ const inWorkspace = z.object({ workspace_id: z.string() });
 export const invitesRouter = router({
   preview: publicProcedure
     .meta({
+      rateLimitPerIp: "invitePreview",
       openapi: {
         summary: "Preview an invite",
         method: "GET",
@@ -28,7 +29,7 @@ export const invitesRouter = router({
     })
     .input(z.object({ token: z.string() }))
     .output(dataOf(invitePreviewRecord))
-    .query(async ({ ctx, input }) => ({ data: await previewInvite(ctx, input.token) })),
+    .query(async ({ ctx, input }) => ({ data: await previewInvite(ctx.deps, input.token) })),
 
   accept: authedProcedure
     .meta({

@@ -7,6 +7,7 @@ import { messageRecord, type MessageRecord } from "../server/records/message.ts"
 import { listChannelMessages, postChannelMessage } from "../server/services/messaging/channel-messages.ts";
 import { channelEvents, startTyping } from "../server/services/messaging/live.ts";
 import { authedProcedure, router } from "../server/trpc.ts";
+import { trackedStream } from "../server/trpc-live.ts";
 import { booleanInput } from "./inputs.ts";
 import { resumable } from "./live.ts";
 
@@ -164,11 +165,13 @@ export const messagesRouter = router({
   onChannel: authedProcedure
     .input(channelPath.extend(resumable.shape))
     .subscription(async ({ ctx, input, signal }) =>
-      channelEvents(
-        ctx.deps,
-        ctx.auth,
-        { workspaceId: input.workspace_id, channelId: input.channel_id, lastEventId: input.lastEventId },
-        signal,
+      trackedStream(
+        await channelEvents(
+          ctx.deps,
+          ctx.auth,
+          { workspaceId: input.workspace_id, channelId: input.channel_id, lastEventId: input.lastEventId },
+          signal,
+        ),
       ),
     ),
 

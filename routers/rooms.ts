@@ -8,6 +8,7 @@ import { listRoomMessages, postRoomMessage, roomEvents } from "../server/service
 import { roomExtensionRecord, roomRecord } from "../server/records/room.ts";
 import { createRoom, extendRoom, getRoom, joinRoom, MAX_EXTENSION_HOURS } from "../server/services/rooms/rooms.ts";
 import { authedProcedure, router } from "../server/trpc.ts";
+import { trackedStream } from "../server/trpc-live.ts";
 import { booleanInput, nameInput } from "./inputs.ts";
 import { resumable } from "./live.ts";
 import { contentOrAttachments, messageBody, messagePageOutput, pageInput, postAnswer } from "./messages.ts";
@@ -116,8 +117,10 @@ export const roomsRouter = router({
   /** Live: the room's messages, translations and its room.expiring / room.expired events; ends with room.expired. */
   onRoom: authedProcedure
     .input(roomPath.extend(resumable.shape))
-    .subscription(({ ctx, input, signal }) =>
-      roomEvents(ctx.deps, ctx.auth, { roomId: input.room_id, lastEventId: input.lastEventId }, signal),
+    .subscription(async ({ ctx, input, signal }) =>
+      trackedStream(
+        await roomEvents(ctx.deps, ctx.auth, { roomId: input.room_id, lastEventId: input.lastEventId }, signal),
+      ),
     ),
 
   extend: authedProcedure

@@ -1,7 +1,8 @@
 // The checks every authenticated request passes, whichever door it came through: tRPC
 // procedures (server/trpc.ts requireAuth) and the plain routes (uploads, downloads).
 import { tokenCan, type Ability } from "./abilities.ts";
-import type { Auth, RequestContext } from "./context.ts";
+import type { Auth } from "./auth.ts";
+import type { RequestContext } from "./context.ts";
 import { forbidden, unauthenticated } from "./errors.ts";
 import { trustedOrigins } from "./http/cookies.ts";
 

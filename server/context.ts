@@ -1,18 +1,13 @@
 // The request context every procedure receives: dependencies, the caller (if any) and a place
 // for response status and headers (cookies, redirects) that both HTTP doors apply.
 import type { IncomingMessage } from "node:http";
-import { LANGUAGES, type AccessToken, type Language, type User } from "../db/schema/index.ts";
+import { LANGUAGES, type Language } from "../db/schema/index.ts";
+import type { Auth } from "./auth.ts";
 import type { Deps } from "./deps.ts";
+import { requestClientAddress, trustedRangesOf } from "./http/client-address.ts";
 import { readCookie, SESSION_COOKIE } from "./http/cookies.ts";
 import { resolveToken } from "./services/accounts/tokens.ts";
 import { appErrorToTRPC, unavailableDependency } from "./trpc-errors.ts";
-
-export type Auth = {
-  user: User;
-  token: AccessToken;
-  /** How the credential arrived: cookie-authenticated writes must pass the Origin check. */
-  via: "bearer" | "cookie" | "connection";
-};
 
 export type ResponseOverrides = { status?: number; headers: Record<string, string | string[]> };
 
@@ -54,8 +49,12 @@ export function acceptedLanguage(header: string | undefined): Language | undefin
   return undefined;
 }
 
-export function clientIp(req: IncomingMessage): string {
-  return req.socket.remoteAddress ?? "unknown";
+/**
+ * The client's address under TRUST_PROXY (server/http/client-address.ts): the socket's, or the
+ * one a trusted proxy forwarded. Decided once per request; every door and limit reads this.
+ */
+export function clientIp(req: IncomingMessage, config: { trustProxy: readonly string[] }): string {
+  return requestClientAddress(req, trustedRangesOf(config));
 }
 
 async function authenticate(deps: Deps, plaintext: string | undefined, via: Auth["via"]): Promise<Auth | null> {
@@ -74,7 +73,7 @@ async function authenticate(deps: Deps, plaintext: string | undefined, via: Auth
 function contextFor(deps: Deps, req: IncomingMessage, auth: Auth | null): RequestContext {
   return {
     deps,
-    ip: clientIp(req),
+    ip: clientIp(req, deps.config),
     language: acceptedLanguage(req.headers["accept-language"]),
     origin: req.headers.origin,
     auth,

@@ -5,10 +5,11 @@ import type { OpenApiMeta } from "trpc-to-openapi";
 import type { Ability } from "./abilities.ts";
 import { authorizeCaller } from "./authorize.ts";
 import type { RequestContext } from "./context.ts";
-import { unauthenticated } from "./errors.ts";
-import { LiveSubscription } from "./events/live-subscription.ts";
+import { throttled, unauthenticated } from "./errors.ts";
 import { findUnsafeText, unsafeTextError } from "./input-text.ts";
+import type { ThrottleBucket } from "./services/throttle.ts";
 import { appErrorOf, appErrorToTRPC, SERVER_ERROR_MESSAGE, unavailableDependency } from "./trpc-errors.ts";
+import { TrackedLiveStream } from "./trpc-live.ts";
 
 export type ProcedureMeta = OpenApiMeta<{
   /**
@@ -18,6 +19,11 @@ export type ProcedureMeta = OpenApiMeta<{
   ability?: Ability | null;
   /** The REST status on success (the contract: create 201, delete 204, others 200). */
   successStatus?: 200 | 201 | 204;
+  /**
+   * Each call counts against this throttle bucket per client address; every answer (errors
+   * included) carries x-ratelimit-limit and x-ratelimit-remaining, and past the limit it is a 429.
+   */
+  rateLimitPerIp?: ThrottleBucket;
 }>;
 
 const t = initTRPC
@@ -70,8 +76,8 @@ const requireAuth = t.middleware(async ({ ctx, meta, type, next }) => {
   });
   const result = await next({ ctx: { ...ctx, auth } });
   // A live stream, over WebSocket or SSE, lasts only as long as the credential that opened it.
-  if (result.ok && result.data instanceof LiveSubscription) {
-    const subscription = result.data;
+  if (result.ok && result.data instanceof TrackedLiveStream) {
+    const { subscription } = result.data;
     const { token } = auth;
     const stopWatching = ctx.deps.credentials.track(
       { userId: auth.user.id, tokenId: token.id, expiresAt: token.expiresAt },
@@ -94,11 +100,26 @@ const refuseUnsafeText = t.middleware(async ({ getRawInput, next }) => {
   return next();
 });
 
+/**
+ * The throttle says where the caller stands (server/services/throttle.ts); this door turns that
+ * into the x-ratelimit-* headers and, past the limit, the 429 (with Retry-After) of the one
+ * error mapping. The headers are set first, so a refusal further on (a 404) carries them too.
+ */
+const rateLimit = t.middleware(async ({ ctx, meta, next }) => {
+  const bucket = meta?.rateLimitPerIp;
+  if (!bucket) return next();
+  const rate = await ctx.deps.throttle.take(bucket, ctx.ip);
+  ctx.response.headers["x-ratelimit-limit"] = String(rate.limit);
+  ctx.response.headers["x-ratelimit-remaining"] = String(rate.remaining);
+  if (rate.exceeded) throw throttled(rate.resetSeconds);
+  return next();
+});
+
 const base = t.procedure.use(mapErrors);
 // The text check comes after authentication, as input validation does: a caller without a
 // valid token learns 401 first.
-export const publicProcedure = base.use(refuseUnsafeText);
-export const authedProcedure = base.use(requireAuth).use(refuseUnsafeText);
+export const publicProcedure = base.use(refuseUnsafeText).use(rateLimit);
+export const authedProcedure = base.use(requireAuth).use(refuseUnsafeText).use(rateLimit);
 
 /** Each procedure's path and meta (for the REST statuses and the OpenAPI document). */
 export function procedureMetas(appRouter: { _def: { procedures: object } }): { path: string; meta: ProcedureMeta }[] {

@@ -1,13 +1,14 @@
 // Simultaneous first social sign-ins of one identity (a double tap, two devices signing in at
 // once): each callback exchanges its own code and finds no account yet; one creates it, and
 // the others end up signed in to that same account: every callback 200, one user, one linked
-// provider account, never a 500. With PostgreSQL the requests really run in parallel; with
-// PGlite (one connection) they are serialized, and the answer must be the same.
+// provider account, never a 500. Simultaneous link callbacks likewise: one links, the others
+// get the documented 422, one link row. With PostgreSQL the requests really run in parallel;
+// with PGlite (one connection) they are serialized, and the answer must be the same.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { eq } from "drizzle-orm";
 import { socialAccounts, users } from "../db/schema/index.ts";
 import { restClient, type RestClient } from "./helpers/api.ts";
-import { registerUser, uniqueEmail } from "./helpers/factories.ts";
+import { registerUser, uniqueEmail, type RegisteredUser } from "./helpers/factories.ts";
 import {
   authorize,
   startOAuth2Provider,
@@ -130,5 +131,78 @@ describe("simultaneous first social sign-ins of one identity", () => {
     const { users: rows, links } = await accountsFor(existing.email);
     expect(rows).toHaveLength(1);
     expect(links.map((link) => link.provider)).toEqual(["google"]);
+  });
+});
+
+/** `count` link flows of the user, started and authorized, not yet called back. */
+async function authorizedLinkFlows(user: RegisteredUser, count: number) {
+  const flows: { code: string; state: string | null }[] = [];
+  for (let i = 0; i < count; i++) {
+    const link = await api.post("/api/v1/auth/app/social/google/link", undefined, { token: user.token });
+    expect(link.status).toBe(200);
+    flows.push(await authorize(link.body.redirect_url));
+  }
+  return flows.map((flow) => ({ user, flow }));
+}
+
+/** Every link callback at once, each with its user's token. */
+function linkTogether(calls: { user: RegisteredUser; flow: { code: string; state: string | null } }[]) {
+  return Promise.all(
+    calls.map(({ user, flow }) =>
+      api.post("/api/v1/auth/app/social/google/link/callback", flow, { token: user.token }),
+    ),
+  );
+}
+
+async function linksOf(providerUserId: string) {
+  return server.app.deps.db.select().from(socialAccounts).where(eq(socialAccounts.providerUserId, providerUserId));
+}
+
+describe("simultaneous link callbacks of one provider account", () => {
+  it("one user: one callback links it, the others answer 422 already linked to your account", async () => {
+    const user = await registerUser(api, { email: uniqueEmail("race-link") });
+    const sub = subject();
+    oidc.nextIdentity({ sub, email: user.email, email_verified: true, name: "Linking Lou" });
+    const responses = await linkTogether(await authorizedLinkFlows(user, PARALLEL));
+
+    const statuses = responses.map((response) => response.status).sort();
+    expect(statuses, JSON.stringify(responses.map((response) => response.body))).toEqual([
+      200,
+      ...Array<number>(PARALLEL - 1).fill(422),
+    ]);
+    for (const response of responses) {
+      if (response.status === 200) expect(response.body.message).toBe("Social account linked.");
+      else expect(response.body).toEqual({ message: "This social account is already linked to your account." });
+    }
+    const links = await linksOf(sub);
+    expect(links.map((link) => [link.provider, link.userId])).toEqual([["google", user.id]]);
+  });
+
+  it("two users: one of them links it, the other answers 422 already linked to another user", async () => {
+    const first = await registerUser(api, { email: uniqueEmail("race-link-a") });
+    const second = await registerUser(api, { email: uniqueEmail("race-link-b") });
+    const sub = subject();
+    oidc.nextIdentity({ sub, email: uniqueEmail("race-link-shared"), email_verified: true, name: "Shared" });
+    const calls = [
+      ...(await authorizedLinkFlows(first, PARALLEL / 2)),
+      ...(await authorizedLinkFlows(second, PARALLEL / 2)),
+    ];
+    const responses = await linkTogether(calls);
+
+    const unexpected = responses.filter((response) => response.status !== 200 && response.status !== 422);
+    expect(unexpected.map((response) => [response.status, response.body])).toEqual([]);
+    const winners = responses.flatMap((response, index) => (response.status === 200 ? [calls[index]!.user.id] : []));
+    expect(winners).toHaveLength(1);
+    const links = await linksOf(sub);
+    expect(links.map((link) => link.userId)).toEqual(winners);
+    responses.forEach((response, index) => {
+      if (response.status === 200) return;
+      const mine = calls[index]!.user.id === winners[0];
+      expect(response.body).toEqual({
+        message: mine
+          ? "This social account is already linked to your account."
+          : "This social account is already linked to another user.",
+      });
+    });
   });
 });

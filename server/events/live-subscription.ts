@@ -3,10 +3,8 @@
 // from the store what came after `lastEventId`, then delivers live events. Positions come from
 // the one relay (relay.ts) in commit order, so "nothing at or below my position is owed" holds
 // exactly: a live event at or below it is a duplicate, one above it is new.
-import { tracked, type TrackedEnvelope } from "@trpc/server";
 import type { Database } from "../../db/client.ts";
 import { AppError } from "../errors.ts";
-import { toTRPCError } from "../trpc-errors.ts";
 import type { EventBus } from "./bus.ts";
 import { positionBounds, replay, REPLAY_LIMIT, streams, type BusEvent, type StreamEvent } from "./streams.ts";
 
@@ -28,6 +26,7 @@ export type LiveSink = {
   event(position: string, event: StreamEvent): void;
   /** The subscriber lost access: nothing follows the last event. */
   end(): void;
+  /** The subscription failed: an AppError (resync_required, unauthenticated) or an unexpected error; the door maps it. */
   fail(error: unknown): void;
 };
 
@@ -54,9 +53,10 @@ type Options = {
  * WebSocket host writes them straight to the socket, so an event costs one loop over its
  * subscribers rather than an async generator per subscriber. Async steps (the first replay, a
  * membership change, a catch-up after the bus reconnected) queue the live events behind them.
- * The async iterator face (tRPC's HTTP/SSE subscriptions) is the same thing with a queue in front.
+ * Each door speaks its own protocol over a sink: the WebSocket host's frames, tRPC's async
+ * iterator for HTTP/SSE (server/trpc-live.ts). Failures reach the sink as they are (AppError).
  */
-export class LiveSubscription implements AsyncIterable<TrackedEnvelope<StreamEvent>> {
+export class LiveSubscription {
   private sink: LiveSink | undefined;
   private closed = false;
   /** Events that arrived while an async step was running. */
@@ -97,11 +97,11 @@ export class LiveSubscription implements AsyncIterable<TrackedEnvelope<StreamEve
     if (!bus.isListening()) this.holdUntilResubscribed();
   }
 
-  /** Ends the subscription with an error (e.g. its credential was revoked), typed for the client. */
+  /** Ends the subscription with an error (e.g. its credential was revoked); the sink's door maps it for the client. */
   fail(error: unknown): void {
     if (this.closed) return;
     this.close();
-    this.sink?.fail(toTRPCError(error));
+    this.sink?.fail(error);
   }
 
   /** Runs `cleanup` when the subscription closes. */
@@ -251,45 +251,6 @@ export class LiveSubscription implements AsyncIterable<TrackedEnvelope<StreamEve
     // Closed while subscribing: let go of what was just taken.
     if (this.closed) for (const unsubscribe of this.unsubscribers.values()) unsubscribe();
     return added;
-  }
-
-  /** The same events as tRPC tracked envelopes, for callers that iterate (HTTP/SSE subscriptions). */
-  [Symbol.asyncIterator](): AsyncIterator<TrackedEnvelope<StreamEvent>> {
-    const items: TrackedEnvelope<StreamEvent>[] = [];
-    let ended = false;
-    let failure: { error: unknown } | undefined;
-    let wake: (() => void) | undefined;
-    this.attach({
-      event: (position, event) => {
-        items.push(tracked(position, event));
-        wake?.();
-      },
-      end: () => {
-        ended = true;
-        wake?.();
-      },
-      fail: (error) => {
-        failure = { error };
-        wake?.();
-      },
-    });
-    this.options.signal?.addEventListener("abort", () => wake?.(), { once: true });
-    return {
-      next: async () => {
-        for (;;) {
-          const item = items.shift();
-          if (item) return { value: item, done: false };
-          if (failure) throw failure.error;
-          if (ended || this.closed) return { value: undefined, done: true };
-          await new Promise<void>((resolve) => (wake = resolve));
-          wake = undefined;
-        }
-      },
-      return: async () => {
-        this.close();
-        return { value: undefined, done: true };
-      },
-    };
   }
 }
 

@@ -32,8 +32,9 @@ import { handleKeepAlive, jsonEncoder } from "@trpc/server/adapters/ws";
 import { parseConnectionParamsFromUnknown } from "@trpc/server/http";
 import { parseTRPCMessage, type TRPCClientOutgoingMessage, type TRPCResponseMessage } from "@trpc/server/rpc";
 import type { WebSocket, WebSocketServer } from "ws";
-import { LiveSubscription } from "../events/live-subscription.ts";
 import type { StreamEvent } from "../events/streams.ts";
+import { toTRPCError } from "../trpc-errors.ts";
+import { TrackedLiveStream } from "../trpc-live.ts";
 import { JSON_TOO_DEEP_MESSAGE, jsonNestsDeeperThan, MAX_JSON_DEPTH, startsWithJsonArray } from "./json-limits.ts";
 import {
   CLOSE_CODES,
@@ -311,13 +312,15 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
           respond({ id, jsonrpc, result: { type: "data", data: result } });
           return;
         }
+        // A live subscription is served from its sink, not iterated (tRPC's tracked face is for HTTP/SSE).
+        const live = result instanceof TrackedLiveStream ? result.subscription : undefined;
         if (abort.signal.aborted || client.readyState !== OPEN) {
-          if (result instanceof LiveSubscription) result.close();
+          live?.close();
           return stopped();
         }
-        if (result instanceof LiveSubscription) {
+        if (live) {
           stopSubscription = () => {
-            result.close();
+            live.close();
             stopped();
           };
           let backlogSince = 0;
@@ -337,13 +340,13 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
             started = true;
             respond({ id, jsonrpc, result: { type: "started" } });
           };
-          result.attach({
+          live.attach({
             // "started" once the subscription listens, so that a client may rely on it.
             ready: start,
             event(position, event) {
               if (client.readyState !== OPEN) return;
               if (tooFarBehind()) {
-                result.close();
+                live.close();
                 close(CLOSE_CODES.tryAgainLater, "too slow: resume with lastEventId");
                 return;
               }
@@ -356,7 +359,7 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
             fail(error) {
               subscriptions.delete(id);
               start();
-              respondError({ id, jsonrpc }, error, call);
+              respondError({ id, jsonrpc }, toTRPCError(error), call);
               respond({ id, jsonrpc, result: { type: "stopped" } });
             },
           });

@@ -1,13 +1,17 @@
 // The plain route of inbound webhook posting, POST /webhooks/{webhook}/messages (no /api/v1,
 // no bearer): it needs the body's exact bytes for the signature, so it is not a procedure.
-// The rules live in services/webhooks/post.ts.
+// The rules live in services/webhooks/post.ts; this door reads and parses the body, and turns
+// the outcome the service returns into a status, a body and headers.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { clientIp } from "../context.ts";
 import type { Deps } from "../deps.ts";
 import { AppError } from "../errors.ts";
-import { receiveWebhookPost } from "../services/webhooks/post.ts";
-import { MAX_JSON_BODY_BYTES, mediaType, readRawBody } from "./body.ts";
+import { receiveWebhookPost, type WebhookPostOutcome } from "../services/webhooks/post.ts";
+import { MAX_JSON_BODY_BYTES, mediaType, parseBody, readRawBody } from "./body.ts";
 import { sendJson } from "./respond.ts";
+import { restErrorFromAppError } from "./rest-errors.ts";
+
+type Answer = { status: number; body: unknown; headers: Record<string, string> };
 
 const POSTING_PATH = /^\/webhooks\/([^/]+)\/messages$/;
 
@@ -33,13 +37,32 @@ async function postToWebhook(deps: Deps, req: IncomingMessage, res: ServerRespon
     bodyError = error;
     if (error.kind === "payload_too_large") res.setHeader("Connection", "close");
   }
-  const answer = await receiveWebhookPost(deps, {
+  const contentType = mediaType(req);
+  const outcome = await receiveWebhookPost(deps, {
     webhookId,
     raw,
-    bodyError,
-    contentType: mediaType(req),
+    fields: () => {
+      if (bodyError) throw bodyError;
+      return parseBody(raw, contentType);
+    },
     headers: req.headers,
-    ip: clientIp(req),
+    ip: clientIp(req, deps.config),
   });
+  const answer = webhookAnswer(outcome);
   sendJson(res, answer.status, answer.body, answer.headers);
+}
+
+/**
+ * What the client is told: 201 {data: message} for a post, the same with Idempotent-Replayed
+ * for a replay, and a refusal as every REST error is (status, body and Retry-After of its AppError).
+ */
+function webhookAnswer(outcome: WebhookPostOutcome): Answer {
+  switch (outcome.kind) {
+    case "posted":
+      return { status: 201, body: { data: outcome.message }, headers: {} };
+    case "replayed":
+      return { status: 201, body: { data: outcome.message }, headers: { "Idempotent-Replayed": "true" } };
+    case "rejected":
+      return restErrorFromAppError(outcome.error);
+  }
 }

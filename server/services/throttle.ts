@@ -41,9 +41,17 @@ type ThrottleRule = { points: number; durationSeconds: number };
 
 export type ThrottleState = { limit: number; remaining: number };
 
+/**
+ * One attempt counted, as data: the limit, the attempts left, and the seconds until the count
+ * starts over. `exceeded`: this attempt was over the limit (and was refused).
+ */
+export type RateResult = { limit: number; remaining: number; resetSeconds: number; exceeded: boolean };
+
 export interface Throttle {
   /** Counts one attempt; throws a 429 AppError (with Retry-After) once the limit is spent. */
   hit(bucket: ThrottleBucket, key: string): Promise<ThrottleState>;
+  /** Counts one attempt and says how it went; never throws for an exceeded limit. */
+  take(bucket: ThrottleBucket, key: string): Promise<RateResult>;
   reset(bucket: ThrottleBucket, key: string): Promise<void>;
 }
 
@@ -83,17 +91,25 @@ export function createThrottle(options: {
   const limiterFor = (bucket: ThrottleBucket) => limiters.get(bucket)!;
   const { redis } = options;
 
+  const take = async (bucket: ThrottleBucket, key: string): Promise<RateResult> => {
+    const limit = rules[bucket].points;
+    try {
+      const result = await limiterFor(bucket).consume(key);
+      return { limit, remaining: result.remainingPoints, resetSeconds: seconds(result), exceeded: false };
+    } catch (rejection) {
+      if (rejection instanceof RateLimiterRes)
+        return { limit, remaining: 0, resetSeconds: seconds(rejection), exceeded: true };
+      throw rejection;
+    }
+  };
+
   return {
     async hit(bucket, key) {
-      const limit = rules[bucket].points;
-      try {
-        const result = await limiterFor(bucket).consume(key);
-        return { limit, remaining: result.remainingPoints };
-      } catch (rejection) {
-        if (rejection instanceof RateLimiterRes) throw throttled(rejection.msBeforeNext / 1000);
-        throw rejection;
-      }
+      const result = await take(bucket, key);
+      if (result.exceeded) throw throttled(result.resetSeconds);
+      return { limit: result.limit, remaining: result.remaining };
     },
+    take,
     async reset(bucket, key) {
       // rejectIfRedisNotReady does not cover deletes: while Redis is away, clear the in-memory
       // count only, rather than wait REDIS_THROTTLE_TIMEOUT_MS for Redis first.
@@ -102,3 +118,6 @@ export function createThrottle(options: {
     },
   };
 }
+
+/** Whole seconds until the count starts over, at least 1 (the Retry-After of a 429). */
+const seconds = (result: RateLimiterRes) => Math.max(1, Math.ceil(result.msBeforeNext / 1000));

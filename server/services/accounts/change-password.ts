@@ -1,6 +1,6 @@
 import { eq } from "drizzle-orm";
 import { users } from "../../../db/schema/index.ts";
-import type { Auth } from "../../context.ts";
+import type { Auth } from "../../auth.ts";
 import type { Deps } from "../../deps.ts";
 import { invalidField } from "../../errors.ts";
 import { writeWithEvents } from "../../events/streams.ts";

@@ -1,7 +1,7 @@
 // Live subscriptions (tRPC over WebSocket or SSE): a channel, a conversation, or everything
 // the user can see. Each checks access first, resumes from lastEventId, and ends when the
 // subscriber loses access (removed from the channel or workspace, channel deleted).
-import type { Auth } from "../../context.ts";
+import type { Auth } from "../../auth.ts";
 import type { Deps } from "../../deps.ts";
 import { isoTimestamp } from "../../clock.ts";
 import { LiveSubscription, type WatchDecision } from "../../events/live-subscription.ts";

@@ -3,7 +3,7 @@
 // the subscription ends with the room's `room.expired` event, or when the room is found gone.
 import { eq } from "drizzle-orm";
 import { messages, type User } from "../../../db/schema/index.ts";
-import type { Auth } from "../../context.ts";
+import type { Auth } from "../../auth.ts";
 import type { Deps } from "../../deps.ts";
 import { LiveSubscription } from "../../events/live-subscription.ts";
 import { streams } from "../../events/streams.ts";

@@ -6,7 +6,7 @@ import * as oidc from "openid-client";
 import type { Transaction } from "../../../db/client.ts";
 import { socialAccounts, users, type SocialAccount, type User } from "../../../db/schema/index.ts";
 import type { SocialProviderConfig } from "../../config.ts";
-import type { Auth } from "../../context.ts";
+import type { Auth } from "../../auth.ts";
 import type { Deps } from "../../deps.ts";
 import { invalidField, notFound, unprocessable } from "../../errors.ts";
 import { accountInactive, recordSignIn } from "../accounts/sign-in.ts";
@@ -230,32 +230,40 @@ export async function linkSocialAccount(
 ): Promise<SocialAccount> {
   const { provider, profile } = await profileFromCallback(deps, providerName, input, "link", auth.user.id);
   const now = deps.clock.now();
-  return deps.db.transaction(async (tx) => {
-    const [linked] = await tx
-      .select()
-      .from(socialAccounts)
-      .where(and(eq(socialAccounts.provider, provider.name), eq(socialAccounts.providerUserId, profile.subject)))
-      .limit(1);
-    if (linked) throw unprocessable(linked.userId === auth.user.id ? ALREADY_LINKED_TO_YOU : ALREADY_LINKED_TO_OTHER);
-    const [sameProvider] = await tx
-      .select({ id: socialAccounts.id })
-      .from(socialAccounts)
-      .where(and(eq(socialAccounts.userId, auth.user.id), eq(socialAccounts.provider, provider.name)))
-      .limit(1);
-    if (sameProvider)
-      throw unprocessable(`Your account is already linked to another ${provider.name} account. Unlink it first.`);
-    const [account] = await tx
-      .insert(socialAccounts)
-      .values({
-        userId: auth.user.id,
-        provider: provider.name,
-        providerUserId: profile.subject,
-        ...snapshot(profile, now),
-        createdAt: now,
-      })
-      .returning();
-    return account!;
-  });
+  // Two link callbacks at once (a double tap; two tabs; two users with one provider account)
+  // both find no link and both insert: a unique index lets one commit and fails the other,
+  // which runs again and finds the winner's link, so it answers the documented 422 (already
+  // linked to you, or to another user; or another account of this provider), never a 500.
+  return retryingRaces(() =>
+    deps.db.transaction(async (tx) => {
+      const [linked] = await tx
+        .select()
+        .from(socialAccounts)
+        .where(and(eq(socialAccounts.provider, provider.name), eq(socialAccounts.providerUserId, profile.subject)))
+        .limit(1);
+      if (linked) throw unprocessable(linked.userId === auth.user.id ? ALREADY_LINKED_TO_YOU : ALREADY_LINKED_TO_OTHER);
+      const [sameProvider] = await tx
+        .select({ providerUserId: socialAccounts.providerUserId })
+        .from(socialAccounts)
+        .where(and(eq(socialAccounts.userId, auth.user.id), eq(socialAccounts.provider, provider.name)))
+        .limit(1);
+      // This very provider account, linked by a simultaneous callback since the first lookup.
+      if (sameProvider?.providerUserId === profile.subject) throw unprocessable(ALREADY_LINKED_TO_YOU);
+      if (sameProvider)
+        throw unprocessable(`Your account is already linked to another ${provider.name} account. Unlink it first.`);
+      const [account] = await tx
+        .insert(socialAccounts)
+        .values({
+          userId: auth.user.id,
+          provider: provider.name,
+          providerUserId: profile.subject,
+          ...snapshot(profile, now),
+          createdAt: now,
+        })
+        .returning();
+      return account!;
+    }),
+  );
 }
 
 export async function listSocialAccounts(deps: Deps, userId: number): Promise<SocialAccount[]> {

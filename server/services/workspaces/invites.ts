@@ -1,15 +1,14 @@
 // Invites: owners and admins list, create and delete them; anyone may preview one (rate
-// limited per IP); a signed-in user accepts one to become a member.
+// limited per IP by its procedure's meta, routers/invites.ts); a signed-in user accepts one to
+// become a member.
 import { randomBytes } from "node:crypto";
 import { and, desc, eq, gt, isNull, or } from "drizzle-orm";
 import { invites, users, workspaces } from "../../../db/schema/index.ts";
-import { appendResponseHeader, type RequestContext } from "../../context.ts";
 import type { Deps } from "../../deps.ts";
-import { AppError, notFound } from "../../errors.ts";
+import { notFound } from "../../errors.ts";
 import { isoTimestamp } from "../../clock.ts";
 import { newId } from "../../ids.ts";
 import { toInviteRecord } from "../../records/workspace.ts";
-import { THROTTLE_RULES } from "../throttle.ts";
 import { canManage, memberCount, requireManager, requireMember } from "../../policy/workspaces.ts";
 import { joinAsMember, workspaceRecordFor } from "./workspaces.ts";
 
@@ -75,28 +74,15 @@ async function validInvite(deps: Deps, token: string) {
   return row;
 }
 
-/**
- * The public preview for the join screen. Rate limited per IP (30 a minute); every answer,
- * the 404 and the 429 included, carries x-ratelimit-limit and x-ratelimit-remaining.
- */
-export async function previewInvite(ctx: RequestContext, token: string) {
-  const limit = THROTTLE_RULES.invitePreview.points;
-  appendResponseHeader(ctx, "x-ratelimit-limit", String(limit));
-  try {
-    const { remaining } = await ctx.deps.throttle.hit("invitePreview", ctx.ip);
-    appendResponseHeader(ctx, "x-ratelimit-remaining", String(remaining));
-  } catch (error) {
-    if (error instanceof AppError && error.kind === "throttled")
-      appendResponseHeader(ctx, "x-ratelimit-remaining", "0");
-    throw error;
-  }
-  const { invite, workspace, inviterName } = await validInvite(ctx.deps, token);
+/** The public preview for the join screen (its throttle, 30 a minute per IP, is the procedure's). */
+export async function previewInvite(deps: Deps, token: string) {
+  const { invite, workspace, inviterName } = await validInvite(deps, token);
   return {
     workspace: {
       id: workspace.id,
       name: workspace.name,
       slug: workspace.slug,
-      member_count: await memberCount(ctx.deps.db, workspace.id),
+      member_count: await memberCount(deps.db, workspace.id),
     },
     inviter: { name: inviterName },
     expires_at: isoTimestamp(invite.expiresAt),
