@@ -10,7 +10,7 @@ import { appRouter } from "../routers/index.ts";
 import { buildJobHandlers, scheduleRecurringJobs } from "../workers/index.ts";
 import { systemClock, type Clock } from "./clock.ts";
 import { ConfigError, type Config } from "./config.ts";
-import { createWsContext } from "./context.ts";
+import { clientIp, createWsContext } from "./context.ts";
 import { cannotListen, cannotOpenDatabase } from "./process.ts";
 import type { Deps } from "./deps.ts";
 import { InProcessEventBus, RedisEventBus } from "./events/bus.ts";
@@ -27,6 +27,8 @@ import { startBullMqWorkers, BullMqJobQueue } from "./jobs/bullmq.ts";
 import type { JobHandlers, JobQueue } from "./jobs/definition.ts";
 import { JobOutbox, settleOutboxJobs } from "./jobs/outbox.ts";
 import { InProcessJobQueue } from "./jobs/in-process.ts";
+import { Keyring } from "./keyring.ts";
+import { reportSealedValues } from "./services/keys/sealed-values.ts";
 import { createLogger, requestScope, type Logger } from "./logger.ts";
 import { createMailTransport } from "./mail/transport.ts";
 import { createRedis, REDIS_COMMAND_TIMEOUT_MS } from "./redis.ts";
@@ -113,6 +115,7 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
   const credentials = new CredentialWatch({ db: database.db, events, clock, logger });
   const deps: Deps = {
     config,
+    keys: new Keyring(config.appKey, config.previousAppKeys),
     db: database.db,
     clock,
     logger,
@@ -250,7 +253,7 @@ export async function startApp(config: Config, options: AppOptions = {}): Promis
   });
   metrics.sources.webSocketConnections = () => wss.clients.size;
   metrics.sources.liveSubscriptions = () => wsHandler.subscriptionCount();
-  logWebSocketConnections(wss, deps.logger, routes);
+  logWebSocketConnections(wss, deps.logger, routes, (req) => clientIp(req, config));
   server.on("upgrade", (req, socket, head) => {
     // Only /trpc upgrades; anything else, a target that is not a URL path ("//") included, is dropped.
     if (
@@ -280,6 +283,11 @@ export async function startApp(config: Config, options: AppOptions = {}): Promis
   const address = server.address() as AddressInfo;
   const url = `http://${config.host === "0.0.0.0" || config.host === "::" ? "127.0.0.1" : config.host}:${address.port}`;
   deps.logger.info({ url, database: core.database.driver, redis: Boolean(config.redisUrl) }, "chat service listening");
+  // Said once at start: stored secrets that no configured key opens, and those still sealed
+  // under an earlier APP_KEY (server/services/keys/sealed-values.ts). Not awaited.
+  const sealedReport = reportSealedValues(deps).catch((error: unknown) =>
+    deps.logger.warn({ err: error }, "keys: could not check the stored secrets"),
+  );
 
   let closing: Promise<void> | undefined;
   return {
@@ -300,6 +308,7 @@ export async function startApp(config: Config, options: AppOptions = {}): Promis
         clearTimeout(forceAfter);
         await new Promise<void>((resolve) => wss.close(() => resolve()));
         await stopWorkers?.();
+        await sealedReport;
         await core.close();
       })()),
   };

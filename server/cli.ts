@@ -5,12 +5,16 @@ import { openDatabase } from "../db/client.ts";
 import { systemClock } from "./clock.ts";
 import { ConfigError, loadConfig, type Config } from "./config.ts";
 import { ADMIN_ROUTE, signAdminRequest } from "./http/admin-route.ts";
+import { Keyring } from "./keyring.ts";
+import { createLogger } from "./logger.ts";
 import { ADMIN_USAGE, AdminCommandError, runAdminCommand } from "./services/accounts/admin-commands.ts";
 
 async function runDirectly(config: Config, args: string[]): Promise<string> {
   const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
   try {
-    return await runAdminCommand({ db: database.db, clock: systemClock }, args);
+    const keys = new Keyring(config.appKey, config.previousAppKeys);
+    const logger = createLogger(config.logLevel);
+    return await runAdminCommand({ db: database.db, clock: systemClock, keys, logger }, args);
   } finally {
     await database.close();
   }
@@ -27,7 +31,7 @@ async function runThroughServer(config: Config, args: string[]): Promise<string 
       headers: {
         "Content-Type": "application/json",
         "X-Admin-Timestamp": String(timestamp),
-        "X-Admin-Signature": signAdminRequest(config.appKey, timestamp, body),
+        "X-Admin-Signature": signAdminRequest(new Keyring(config.appKey), timestamp, body),
       },
       body,
     });

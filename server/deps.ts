@@ -7,6 +7,7 @@ import type { EventBus } from "./events/bus.ts";
 import type { EventRelay } from "./events/relay.ts";
 import type { JobQueue } from "./jobs/definition.ts";
 import type { JobOutbox } from "./jobs/outbox.ts";
+import type { Keyring } from "./keyring.ts";
 import type { Logger } from "./logger.ts";
 import type { CredentialWatch } from "./services/accounts/credential-watch.ts";
 import type { SingleUseStore } from "./services/single-use-store.ts";
@@ -16,6 +17,8 @@ import type { FileStorage } from "./storage/file-storage.ts";
 
 export type Deps = {
   config: Config;
+  /** Seals, opens, signs and verifies secrets under APP_KEY (and APP_KEY_PREVIOUS). */
+  keys: Keyring;
   db: Database;
   clock: Clock;
   logger: Logger;

@@ -668,7 +668,7 @@ describe("the admin route (the CLI's door to a running server)", () => {
       method: "POST",
       headers: {
         "X-Admin-Timestamp": String(timestamp),
-        "X-Admin-Signature": signAdminRequest(ctx.server.config.appKey, timestamp, body),
+        "X-Admin-Signature": signAdminRequest(ctx.server.app.deps.keys, timestamp, body),
       },
       body,
     });

@@ -6,6 +6,7 @@ import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { eq } from "drizzle-orm";
 import { users } from "../db/schema/index.ts";
+import { signAdminRequest } from "../server/http/admin-route.ts";
 import { registerUser, uniqueEmail } from "./helpers/factories.ts";
 import { useTestServer } from "./helpers/server.ts";
 
@@ -173,16 +174,12 @@ describe("POST /internal/admin-command", () => {
     expect(
       (await post(body(user.email), { "X-Admin-Timestamp": String(timestamp), "X-Admin-Signature": wrongKey })).status,
     ).toBe(401);
-    const otherBody = createHmac("sha256", ctx.server.config.appKey)
-      .update(`${timestamp}.${body("someone@example.test")}`)
-      .digest("hex");
+    const otherBody = signAdminRequest(ctx.server.app.deps.keys, timestamp, body("someone@example.test"));
     expect(
       (await post(body(user.email), { "X-Admin-Timestamp": String(timestamp), "X-Admin-Signature": otherBody })).status,
     ).toBe(401);
     const stale = timestamp - 10 * 60;
-    const staleSignature = createHmac("sha256", ctx.server.config.appKey)
-      .update(`${stale}.${body(user.email)}`)
-      .digest("hex");
+    const staleSignature = signAdminRequest(ctx.server.app.deps.keys, stale, body(user.email));
     expect(
       (await post(body(user.email), { "X-Admin-Timestamp": String(stale), "X-Admin-Signature": staleSignature }))
         .status,

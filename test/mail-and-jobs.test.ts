@@ -1,7 +1,7 @@
 // Mail is a queued job (in-process without Redis, BullMQ with it): the verification mail that
 // registration sends, the signed link in it, the resend endpoint, and the in-process queue's
 // retries.
-import { createHash, createHmac } from "node:crypto";
+import { createHash } from "node:crypto";
 import { readdir, readFile } from "node:fs/promises";
 import path from "node:path";
 import { simpleParser } from "mailparser";
@@ -156,7 +156,7 @@ describe("GET /api/v1/auth/email/verify/{id}/{hash}", () => {
     const user = await registerUser(ctx.api);
     const link = await latestLink(user);
     const unsigned = `/api/v1/auth/email/verify/${user.id}/${sha1("someone-else@example.test")}?expires=${link.expires}`;
-    const signature = createHmac("sha256", ctx.server.config.appKey).update(unsigned).digest("hex");
+    const signature = ctx.server.app.deps.keys.mac("email-link", unsigned);
     const response = await ctx.api.get(`${unsigned}&signature=${signature}`);
     expect(response.status).toBe(404);
     expect(response.body).toEqual({ message: expect.any(String) });

@@ -133,8 +133,8 @@ describe("a revoked credential on an open WebSocket", () => {
     const unaffected = await subscribedSocket(ctx.server.url, bystander.token);
     const since = Date.now();
     // As `npm run cli` does with PostgreSQL: its own database handle, no event bus, no relay.
-    const { db, clock } = ctx.server.app.deps;
-    await runAdminCommand({ db, clock }, ["user:deactivate", user.email]);
+    const { db, clock, keys, logger } = ctx.server.app.deps;
+    await runAdminCommand({ db, clock, keys, logger }, ["user:deactivate", user.email]);
     expect(await expectRevoked(socket, since)).toBeLessThan(1_000);
     await expectServing(unaffected, bystander.id, 2);
   });

@@ -3,7 +3,6 @@
 // losing the mail. A mail whose code or token was replaced meanwhile is not sent.
 import { eq } from "drizzle-orm";
 import { oneTimeCodes, passwordResetTokens, users } from "../db/schema/index.ts";
-import { unseal } from "../server/crypto.ts";
 import type { Deps } from "../server/deps.ts";
 import { jobHandler, type JobHandlers } from "../server/jobs/definition.ts";
 import { mailJobs } from "../server/mail/jobs.ts";
@@ -12,6 +11,15 @@ import type { MailTransport } from "../server/mail/transport.ts";
 import { verificationLink } from "../server/services/accounts/email-verification.ts";
 
 /** Where the reset link points: the frontend when there is one, else the API's own host. */
+/** A secret a mail job carries, sealed when the job was queued (maybe under an earlier APP_KEY). */
+function openMailSecret(deps: Deps, sealed: string): string {
+  const opened = deps.keys.open("mail-secret", sealed);
+  // Failing is right: the job is retried, and works once APP_KEY_PREVIOUS holds the sealing key.
+  if (!opened)
+    throw new Error("no configured key opens this mail's secret: set APP_KEY_PREVIOUS to the key that sealed it");
+  return opened.value;
+}
+
 function resetLink(deps: Deps, token: string, email: string): string {
   const link = new URL("/reset-password", deps.config.frontendUrl ?? deps.config.appUrl);
   link.searchParams.set("token", token);
@@ -35,7 +43,7 @@ export function mailHandlers(deps: Deps, transport: MailTransport): JobHandlers 
       const [code] = await deps.db.select().from(oneTimeCodes).where(eq(oneTimeCodes.id, codeId)).limit(1);
       if (!code) return;
       const user = await findUser(eq(users.email, code.email));
-      const mail = otpCodeMail(user?.preferredLanguage ?? language, user?.name, unseal(deps.config.appKey, sealedCode));
+      const mail = otpCodeMail(user?.preferredLanguage ?? language, user?.name, openMailSecret(deps, sealedCode));
       await transport.send({ to: code.email, ...mail });
     }),
 
@@ -47,7 +55,7 @@ export function mailHandlers(deps: Deps, transport: MailTransport): JobHandlers 
         .limit(1);
       const user = await findUser(eq(users.id, userId));
       if (!reset || !user) return;
-      const token = unseal(deps.config.appKey, sealedToken);
+      const token = openMailSecret(deps, sealedToken);
       const mail = passwordResetMail(user.preferredLanguage, user.name, token, resetLink(deps, token, user.email));
       await transport.send({ to: user.email, ...mail });
     }),

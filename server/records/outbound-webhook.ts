@@ -17,7 +17,12 @@ export const outboundWebhookRecord = z
     url: z.string(),
     events: z.array(z.enum(OUTBOUND_EVENTS)),
     is_active: z.boolean(),
-    secret: z.string().describe("the key of X-Service-Signature's HMAC-SHA256 (docs/outbound-webhooks.md)"),
+    secret: z
+      .string()
+      .nullable()
+      .describe(
+        "the key of X-Service-Signature's HMAC-SHA256 (docs/outbound-webhooks.md); null while no configured key opens it (APP_KEY_PREVIOUS, docs/operations.md)",
+      ),
     disabled_reason: z
       .string()
       .nullable()
@@ -29,7 +34,7 @@ export const outboundWebhookRecord = z
 export type OutboundWebhookRecord = z.infer<typeof outboundWebhookRecord>;
 
 /** Only owners and admins ever see a webhook, so its record always carries the secret. */
-export function toOutboundWebhookRecord(webhook: OutboundWebhook, secret: string): OutboundWebhookRecord {
+export function toOutboundWebhookRecord(webhook: OutboundWebhook, secret: string | null): OutboundWebhookRecord {
   return {
     id: webhook.id,
     workspace_id: webhook.workspaceId,

@@ -15,8 +15,16 @@ export const webhookRecord = z
     signature_required: z.boolean(),
     is_active: z.boolean(),
     url: z.string().describe("the posting URL: POST it with the secret (docs/webhooks.md)"),
-    secret: z.string().describe("the static secret (X-Service-Webhook-Secret, or the body field secret)"),
-    signing_secret: z.string().describe("the key of X-Service-Signature's HMAC-SHA256"),
+    secret: z
+      .string()
+      .nullable()
+      .describe(
+        "the static secret (X-Service-Webhook-Secret, or the body field secret); null while no configured key opens it (APP_KEY_PREVIOUS, docs/operations.md)",
+      ),
+    signing_secret: z
+      .string()
+      .nullable()
+      .describe("the key of X-Service-Signature's HMAC-SHA256; null while no configured key opens it"),
     created_at: timestamp,
     updated_at: timestamp,
   })
@@ -29,7 +37,7 @@ export const webhookPostingUrl = (appUrl: string, webhookId: string) => `${appUr
 /** Only owners and admins ever see a webhook, so its record always carries the secrets. */
 export function toWebhookRecord(
   webhook: InboundWebhook,
-  secrets: { secret: string; signingSecret: string },
+  secrets: { secret: string | null; signingSecret: string | null },
   appUrl: string,
 ): WebhookRecord {
   return {

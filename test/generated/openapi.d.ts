@@ -1964,10 +1964,10 @@ export interface components {
       is_active: boolean;
       /** @description the posting URL: POST it with the secret (docs/webhooks.md) */
       url: string;
-      /** @description the static secret (X-Service-Webhook-Secret, or the body field secret) */
-      secret: string;
-      /** @description the key of X-Service-Signature's HMAC-SHA256 */
-      signing_secret: string;
+      /** @description the static secret (X-Service-Webhook-Secret, or the body field secret); null while no configured key opens it (APP_KEY_PREVIOUS, docs/operations.md) */
+      secret: string | null;
+      /** @description the key of X-Service-Signature's HMAC-SHA256; null while no configured key opens it */
+      signing_secret: string | null;
       /** @description ISO 8601 timestamp with UTC offset */
       created_at: string;
       /** @description ISO 8601 timestamp with UTC offset */
@@ -2005,8 +2005,8 @@ export interface components {
         | "webhook.test"
       )[];
       is_active: boolean;
-      /** @description the key of X-Service-Signature's HMAC-SHA256 (docs/outbound-webhooks.md) */
-      secret: string;
+      /** @description the key of X-Service-Signature's HMAC-SHA256 (docs/outbound-webhooks.md); null while no configured key opens it (APP_KEY_PREVIOUS, docs/operations.md) */
+      secret: string | null;
       /** @description why the service switched the webhook off (a day of failed deliveries); null otherwise */
       disabled_reason: string | null;
       /** @description ISO 8601 timestamp with UTC offset */

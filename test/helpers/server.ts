@@ -22,7 +22,8 @@ export type TestServer = {
   clock: ManualClock;
   /** The environment the server was started with (for child processes such as the CLI). */
   env: Record<string, string>;
-  restart(): Promise<TestServer>;
+  /** The same database, data folder and port; `changes` are kept for later restarts too. */
+  restart(changes?: Record<string, string>): Promise<TestServer>;
   close(): Promise<void>;
 };
 
@@ -43,12 +44,19 @@ export async function createDatabase(adminUrl: string): Promise<{ url: string; d
   };
 }
 
+export type SeedTarget = { databaseUrl: string } | { dataDir: string };
+
 export async function startTestServer(
   overrides: Record<string, string> = {},
-  options: { logger?: Logger } = {},
+  options: {
+    logger?: Logger;
+    /** Fills the new, empty database before the server first starts (an earlier release's data). */
+    seed?: (target: SeedTarget) => Promise<void>;
+  } = {},
 ): Promise<TestServer> {
   const dataDir = await mkdtemp(path.join(tmpdir(), "chat-test-"));
   const database = process.env.DATABASE_URL ? await createDatabase(process.env.DATABASE_URL) : undefined;
+  await options.seed?.(database ? { databaseUrl: database.url } : { dataDir });
   // A known port, so APP_URL (links in mails, invite URLs) names the real address.
   const port = await freePort();
   const env: Record<string, string> = {
@@ -82,9 +90,10 @@ export async function startTestServer(
       config,
       clock,
       env: { ...env, PORT: new URL(app.url).port },
-      async restart() {
+      async restart(changes = {}) {
         const samePort = new URL(app.url).port;
         await app.close();
+        Object.assign(env, changes);
         return boot(samePort);
       },
       async close() {

@@ -2,7 +2,9 @@
 // when the embedded database is held by a running server, by that server on its behalf.
 import { eq } from "drizzle-orm";
 import { PLANS, users, type Plan } from "../../../db/schema/index.ts";
+import type { Deps } from "../../deps.ts";
 import { writeWithEvents, type EventWriteDeps } from "../../events/streams.ts";
+import { sweepSealedValues } from "../keys/sealed-values.ts";
 import { normaliseEmail } from "./sign-in.ts";
 import { revokeUserTokens } from "./tokens.ts";
 
@@ -14,10 +16,11 @@ export const ADMIN_USAGE = [
   "user:plan <email> <free|personal_pro>   set a user's plan",
   "user:deactivate <email>                 block sign-in and revoke every token",
   "user:activate <email>                   allow sign-in again",
+  "keys:rotate                             seal every stored secret under the current APP_KEY",
 ].join("\n");
 
 /** Run by the CLI itself there is no relay: the running server's relay finds the events by polling. */
-type AdminDeps = EventWriteDeps;
+type AdminDeps = EventWriteDeps & Pick<Deps, "keys" | "logger">;
 
 async function setUser(deps: AdminDeps, email: string | undefined, patch: Partial<typeof users.$inferInsert>) {
   if (!email) throw new AdminCommandError(`An e-mail is required.\n${ADMIN_USAGE}`);
@@ -49,7 +52,33 @@ export async function runAdminCommand(deps: AdminDeps, args: string[]): Promise<
       const user = await setUser(deps, email, { isActive: true });
       return `User ${user.email} is active.`;
     }
+    case "keys:rotate":
+      return rotateKeys(deps);
     default:
       throw new AdminCommandError(`Unknown command${command ? ` "${command}"` : ""}. Commands:\n${ADMIN_USAGE}`);
   }
+}
+
+/**
+ * Seals every stored secret still under an earlier APP_KEY (or the first release's format)
+ * under the current one, and says what no key opens. After it, APP_KEY_PREVIOUS may go, unless
+ * mailed links and sign-in codes from before should keep working until they expire.
+ */
+async function rotateKeys(deps: AdminDeps): Promise<string> {
+  const counts = await sweepSealedValues(deps, { reseal: true });
+  const lines = counts.map(
+    ({ kind, stale, resealed, unopenable }) =>
+      `${kind}: ${resealed} sealed again under the current APP_KEY` +
+      (stale > resealed ? `, ${stale - resealed} changed meanwhile (run again)` : "") +
+      (unopenable > 0 ? `, ${unopenable} that no key opens (kept)` : ""),
+  );
+  const unopenable = counts.reduce((sum, count) => sum + count.unopenable, 0);
+  const stale = counts.reduce((sum, count) => sum + count.stale - count.resealed, 0);
+  const verdict =
+    unopenable > 0
+      ? "Some values no key opens: set APP_KEY_PREVIOUS to the APP_KEY that sealed them and run keys:rotate again."
+      : stale > 0
+        ? "Some values changed while they were sealed again: run keys:rotate again."
+        : "Every stored secret is sealed under the current APP_KEY.";
+  return [...lines, verdict].join("\n");
 }

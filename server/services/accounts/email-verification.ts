@@ -1,6 +1,7 @@
 // E-mail verification by a signed link (contract, "Sign-in details"):
 // {APP_URL}/api/v1/auth/email/verify/{id}/{sha1(email)}?expires=<unix>&signature=<hex>,
-// the signature an HMAC-SHA256 keyed with APP_KEY over the path and expiry, valid 60 minutes.
+// the signature an HMAC-SHA256 over the path and expiry with a key derived from APP_KEY, valid
+// 60 minutes. A link signed under an earlier key (APP_KEY_PREVIOUS) still opens.
 import { createHash } from "node:crypto";
 import { eq } from "drizzle-orm";
 import { users, type User } from "../../../db/schema/index.ts";
@@ -9,19 +10,17 @@ import { notFound } from "../../errors.ts";
 import { mailJobs } from "../../mail/jobs.ts";
 import { enqueueJob } from "../../jobs/outbox.ts";
 import type { Executor } from "../../../db/client.ts";
-import { hmacSha256Hex, safeEqual } from "../../crypto.ts";
+import { safeEqual } from "../../crypto.ts";
 
 export const VERIFICATION_LINK_LIFETIME_MS = 60 * 60 * 1000;
 export const INVALID_VERIFICATION_LINK = "This verification link is invalid or has expired.";
 
 export const sha1 = (text: string) => createHash("sha1").update(text).digest("hex");
 
-const sign = hmacSha256Hex;
-
-export function verificationLink(deps: Pick<Deps, "config" | "clock">, user: User): string {
+export function verificationLink(deps: Pick<Deps, "config" | "clock" | "keys">, user: User): string {
   const expires = Math.floor((deps.clock.now().getTime() + VERIFICATION_LINK_LIFETIME_MS) / 1000);
   const unsigned = `/api/v1/auth/email/verify/${user.id}/${sha1(user.email)}?expires=${expires}`;
-  return `${deps.config.appUrl}${unsigned}&signature=${sign(deps.config.appKey, unsigned)}`;
+  return `${deps.config.appUrl}${unsigned}&signature=${deps.keys.mac("email-link", unsigned)}`;
 }
 
 /** Queues the verification mail in `tx`: the registration's transaction, or the database on its own. */
@@ -41,7 +40,7 @@ export async function verifyEmail(
   const unsigned = `/api/v1/auth/email/verify/${input.id}/${input.hash}?expires=${input.expires}`;
   const expiresAt = Number(input.expires) * 1000;
   if (
-    !safeEqual(sign(deps.config.appKey, unsigned), input.signature) ||
+    !deps.keys.verifyMac("email-link", unsigned, input.signature) ||
     !Number.isFinite(expiresAt) ||
     expiresAt < deps.clock.now().getTime()
   ) {

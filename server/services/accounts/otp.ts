@@ -4,7 +4,6 @@
 import { randomInt } from "node:crypto";
 import { and, eq, lt, sql } from "drizzle-orm";
 import { oneTimeCodes, users, type Language } from "../../../db/schema/index.ts";
-import { hmacSha256Hex, safeEqual, seal } from "../../crypto.ts";
 import type { Deps } from "../../deps.ts";
 import { invalidField } from "../../errors.ts";
 import { newId } from "../../ids.ts";
@@ -16,7 +15,7 @@ export const OTP_LIFETIME_MS = 10 * 60 * 1000;
 export const OTP_MAX_FAILED_ATTEMPTS = 5;
 export const INVALID_OTP = "The provided code is invalid or has expired.";
 
-const codeHash = (appKey: string, email: string, code: string) => hmacSha256Hex(appKey, `otp:${email}:${code}`);
+const codeText = (email: string, code: string) => `otp:${email}:${code}`;
 
 export async function requestOtp(deps: Deps, input: { email: string; language: Language | undefined }): Promise<void> {
   const email = normaliseEmail(input.email);
@@ -27,7 +26,7 @@ export async function requestOtp(deps: Deps, input: { email: string; language: L
   const values = {
     id,
     email,
-    codeHash: codeHash(deps.config.appKey, email, code),
+    codeHash: deps.keys.mac("sign-in-code", codeText(email, code)),
     failedAttempts: 0,
     expiresAt: new Date(now.getTime() + OTP_LIFETIME_MS),
     createdAt: now,
@@ -36,7 +35,7 @@ export async function requestOtp(deps: Deps, input: { email: string; language: L
     await tx.insert(oneTimeCodes).values(values).onConflictDoUpdate({ target: oneTimeCodes.email, set: values });
     await enqueueJob(tx, now, mailJobs.otpCode, {
       codeId: id,
-      sealedCode: seal(deps.config.appKey, code),
+      sealedCode: deps.keys.seal("mail-secret", code),
       language: input.language ?? null,
     });
   });
@@ -49,7 +48,8 @@ export async function verifyOtp(deps: Deps, input: { email: string; code: string
   if (!stored || stored.expiresAt <= now || stored.failedAttempts >= OTP_MAX_FAILED_ATTEMPTS) {
     throw invalidField("token", INVALID_OTP);
   }
-  if (!safeEqual(codeHash(deps.config.appKey, email, input.code), stored.codeHash)) {
+  // A code mailed before APP_KEY changed still works (APP_KEY_PREVIOUS).
+  if (!deps.keys.verifyMac("sign-in-code", codeText(email, input.code), stored.codeHash)) {
     // Counted in the database, so parallel guesses cannot exceed the limit.
     await deps.db
       .update(oneTimeCodes)

@@ -3,7 +3,7 @@
 import { randomBytes } from "node:crypto";
 import { and, eq } from "drizzle-orm";
 import { passwordResetTokens, users } from "../../../db/schema/index.ts";
-import { safeEqual, seal, sha256Hex } from "../../crypto.ts";
+import { safeEqual, sha256Hex } from "../../crypto.ts";
 import type { Deps } from "../../deps.ts";
 import { invalidField } from "../../errors.ts";
 import { writeWithEvents } from "../../events/streams.ts";
@@ -42,7 +42,7 @@ export async function requestPasswordReset(deps: Deps, input: { email: string })
     await enqueueJob(tx, now, mailJobs.passwordReset, {
       resetId: values.id,
       userId: user.id,
-      sealedToken: seal(deps.config.appKey, token),
+      sealedToken: deps.keys.seal("mail-secret", token),
     });
   });
 }

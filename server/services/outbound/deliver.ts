@@ -16,12 +16,12 @@ import {
   type OutboundDelivery,
   type OutboundWebhook,
 } from "../../../db/schema/index.ts";
-import { unseal } from "../../crypto.ts";
 import type { Deps } from "../../deps.ts";
 import { retryDelayMs, type Backoff } from "../../jobs/backoff.ts";
 import { enqueueJobs } from "../../jobs/outbox.ts";
 import { DEFAULT_REQUEST_TIMEOUT_MS, describeRequestError } from "../../outbound-http.ts";
 import { guardedPost, RefusedTargetError } from "../../outbound/guard.ts";
+import { openStored, SEALED } from "../keys/sealed-values.ts";
 import { signWebhookBody } from "../webhooks/signature.ts";
 import { deliverJobId, outboundJobs, type DeliverPayload } from "./jobs.ts";
 
@@ -57,22 +57,21 @@ const succeeded = (result: AttemptResult) =>
 
 /** Sends the delivery's body once; never throws (a failure is a result). */
 export async function send(
-  deps: Pick<Deps, "config" | "clock">,
+  deps: Pick<Deps, "config" | "clock" | "db" | "keys" | "logger">,
   webhook: OutboundWebhook,
   delivery: Pick<OutboundDelivery, "id" | "event" | "body">,
 ): Promise<AttemptResult> {
   const timestamp = Math.floor(deps.clock.now().getTime() / 1000);
-  let signature: string;
-  try {
-    signature = signWebhookBody(unseal(deps.config.appKey, webhook.secretSealed), timestamp, delivery.body);
-  } catch {
+  const secret = openStored(deps, SEALED.outboundWebhookSecret, webhook.id, webhook.secretSealed);
+  if (secret === null) {
     return {
       statusCode: null,
       durationMs: 0,
-      error: "the secret cannot be read (was APP_KEY changed?)",
+      error: "no configured key opens the secret: set APP_KEY_PREVIOUS to the key that sealed it",
       responseBody: null,
     };
   }
+  const signature = signWebhookBody(secret, timestamp, delivery.body);
   const started = performance.now();
   try {
     const response = await guardedPost(

@@ -13,7 +13,7 @@ import {
   type OutboundWebhook,
 } from "../../../db/schema/index.ts";
 import { isoTimestamp } from "../../clock.ts";
-import { seal, unseal } from "../../crypto.ts";
+import { openStored, SEALED } from "../keys/sealed-values.ts";
 import type { InternalEventEntry } from "../../events/catalog.ts";
 import { streams, writeWithEvents } from "../../events/streams.ts";
 import type { Deps } from "../../deps.ts";
@@ -43,7 +43,7 @@ export type OutboundWebhookInput = {
 };
 
 const recordOf = (deps: Deps, webhook: OutboundWebhook): OutboundWebhookRecord =>
-  toOutboundWebhookRecord(webhook, unseal(deps.config.appKey, webhook.secretSealed));
+  toOutboundWebhookRecord(webhook, openStored(deps, SEALED.outboundWebhookSecret, webhook.id, webhook.secretSealed));
 
 /** 422 `url` for a target the SSRF guard refuses. */
 async function checkUrl(deps: Deps, url: string | undefined): Promise<void> {
@@ -101,7 +101,7 @@ export async function createOutboundWebhook(
         url: input.url,
         events: [...new Set(input.events)],
         isActive: input.is_active ?? true,
-        secretSealed: seal(deps.config.appKey, newSecret()),
+        secretSealed: deps.keys.seal("outbound-webhook-secret", newSecret()),
         createdAt: now,
         updatedAt: now,
       })
@@ -128,7 +128,7 @@ export async function updateOutboundWebhook(
         ...(input.events !== undefined && { events: [...new Set(input.events)] }),
         // Switched on or off by a manager: the service's reason and the failing streak start over.
         ...(input.is_active !== undefined && { isActive: input.is_active, disabledReason: null, failingSince: null }),
-        ...(input.regenerate_secret && { secretSealed: seal(deps.config.appKey, newSecret()) }),
+        ...(input.regenerate_secret && { secretSealed: deps.keys.seal("outbound-webhook-secret", newSecret()) }),
         updatedAt: deps.clock.now(),
       })
       .where(and(eq(outboundWebhooks.id, webhookId), eq(outboundWebhooks.workspaceId, workspaceId)))

@@ -10,12 +10,12 @@ import { asc, eq, inArray, sql, type SQL } from "drizzle-orm";
 import { rowsOf } from "../../../db/client.ts";
 import { arrayParam } from "../../../db/prepared.ts";
 import { attachments, channels, messages, pushDevices, rooms, users } from "../../../db/schema/index.ts";
-import { unseal } from "../../crypto.ts";
 import type { Deps } from "../../deps.ts";
 import { retryDelayMs, type Backoff } from "../../jobs/backoff.ts";
 import type { JobDefinition } from "../../jobs/definition.ts";
 import { enqueueJob } from "../../jobs/outbox.ts";
 import { mapLimit } from "../../outbound-http.ts";
+import { openStored, SEALED } from "../keys/sealed-values.ts";
 import { totalMentions } from "../messaging/unread-counts.ts";
 import { pushMessageRows, pushRecipientsOfRow } from "./audience.ts";
 import { pushJobId, pushJobs, type PushJobPayload } from "./jobs.ts";
@@ -35,21 +35,19 @@ const SLICE = 250;
 /**
  * Unsealed tokens by their sealed form, per process: a channel's devices are read for each of
  * its messages, and opening 1000 seals per message is most of the worker's time. Bounded; the
- * process holds APP_KEY anyway.
+ * process holds APP_KEY anyway. A token sealed under an earlier key is sealed again as it is
+ * opened; one that no key opens is not kept (APP_KEY_PREVIOUS may come back with a restart).
  */
 const unsealedTokens = new WeakMap<Deps, Map<string, string>>();
 const UNSEALED_TOKENS_KEPT = 100_000;
 
-function pushToken(deps: Deps, sealed: string): string | undefined {
+function pushToken(deps: Deps, deviceId: string, sealed: string): string | undefined {
   let cache = unsealedTokens.get(deps);
   if (!cache) unsealedTokens.set(deps, (cache = new Map()));
   let token = cache.get(sealed);
   if (token === undefined) {
-    try {
-      token = unseal(deps.config.appKey, sealed);
-    } catch {
-      return undefined;
-    }
+    token = openStored(deps, SEALED.pushToken, deviceId, sealed) ?? undefined;
+    if (token === undefined) return undefined;
     if (cache.size >= UNSEALED_TOKENS_KEPT) cache.clear();
     cache.set(sealed, token);
   }
@@ -178,9 +176,9 @@ export async function sendToDevices(
     // The server's requests share this thread: a large channel is prepared in slices.
     if (index > 0 && index % SLICE === 0) await setImmediate();
     if (!providers.has(device.provider)) continue; // not configured: said once at start
-    const token = pushToken(deps, device.token_sealed);
+    const token = pushToken(deps, device.id, device.token_sealed);
     if (token === undefined) {
-      // Sealed under another APP_KEY: the app registers its token again on its next launch.
+      // Sealed under a key this process does not hold: kept, and skipped until the key is back.
       unreadable.push(device.id);
       continue;
     }
@@ -193,7 +191,7 @@ export async function sendToDevices(
     [...byProvider].map(async ([name, sends]) => [name, await inBatches(providers.get(name)!, sends)] as const),
   );
 
-  const gone = [...unreadable];
+  const gone: string[] = [];
   for (const [name, outcomes] of results) {
     gone.push(...outcomes.filter((outcome) => outcome.result === "unregistered").map((outcome) => outcome.deviceId));
     const failed = outcomes.filter((outcome) => outcome.result === "failed");
@@ -206,8 +204,8 @@ export async function sendToDevices(
   }
   if (unreadable.length > 0) {
     deps.logger.warn(
-      { devices: unreadable.length },
-      "push: device tokens sealed under another APP_KEY; devices removed",
+      { ...log, devices: unreadable.length },
+      "push: skipped devices whose token no configured key opens (set APP_KEY_PREVIOUS to the key that sealed them; docs/operations.md)",
     );
   }
   if (gone.length > 0) await deps.db.delete(pushDevices).where(inArray(pushDevices.id, gone));

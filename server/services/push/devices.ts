@@ -2,9 +2,8 @@
 // The push token is the device: registering a token again, from any account, updates that one
 // row (same id, last_used_at refreshed) and makes the caller its owner, so a phone that changes
 // hands, or an app that registers on every launch, never gets a notification twice.
-import { and, eq, sql } from "drizzle-orm";
+import { and, eq, inArray, notExists, sql } from "drizzle-orm";
 import { pushDevices, type PushDevice } from "../../../db/schema/index.ts";
-import { hmacSha256Hex, seal } from "../../crypto.ts";
 import { streams, writeWithEvents } from "../../events/streams.ts";
 import type { Deps } from "../../deps.ts";
 import { newId } from "../../ids.ts";
@@ -19,9 +18,12 @@ export type RegisterDeviceInput = {
   appVersion?: string | undefined;
 };
 
-/** The keyed hash a token is found by (the sealed token itself differs on every write). */
-export function pushTokenHash(appKey: string, pushToken: string): string {
-  return hmacSha256Hex(appKey, `push-token:${pushToken}`);
+/**
+ * The keyed hashes a token is found by (the sealed token itself differs on every write): the
+ * one written now first, then those an earlier APP_KEY wrote.
+ */
+export function pushTokenHashes(keys: Deps["keys"], pushToken: string): string[] {
+  return keys.macs("push-token-lookup", `push-token:${pushToken}`);
 }
 
 /**
@@ -30,11 +32,22 @@ export function pushTokenHash(appKey: string, pushToken: string): string {
  */
 export async function registerDevice(deps: Deps, userId: number, input: RegisterDeviceInput): Promise<PushDevice> {
   const now = deps.clock.now();
-  const tokenHash = pushTokenHash(deps.config.appKey, input.pushToken);
+  const [tokenHash, ...earlierHashes] = pushTokenHashes(deps.keys, input.pushToken);
+  const tokenSealed = deps.keys.seal("push-token", input.pushToken);
   // The event tells the push consumer that someone may now be woken (it skips every message
   // without a query while nobody has a device).
   const [device] = await writeWithEvents(deps, async (tx, emit) => {
     emit({ stream: streams.consumers, type: "push.device_registered", data: { user_id: userId } });
+    // Registered under an earlier APP_KEY: the same row moves to the current key's hash.
+    await tx
+      .update(pushDevices)
+      .set({ tokenHash, tokenSealed })
+      .where(
+        and(
+          inArray(pushDevices.tokenHash, earlierHashes),
+          notExists(tx.select({ id: pushDevices.id }).from(pushDevices).where(eq(pushDevices.tokenHash, tokenHash!))),
+        ),
+      );
     return tx
       .insert(pushDevices)
       .values({
@@ -42,8 +55,8 @@ export async function registerDevice(deps: Deps, userId: number, input: Register
         userId,
         platform: input.platform,
         provider: input.provider,
-        tokenHash,
-        tokenSealed: seal(deps.config.appKey, input.pushToken),
+        tokenHash: tokenHash!,
+        tokenSealed,
         deviceId: input.deviceId ?? null,
         deviceName: input.deviceName ?? null,
         appVersion: input.appVersion ?? null,

@@ -5,13 +5,13 @@ import { randomBytes } from "node:crypto";
 import { and, desc, eq, lt } from "drizzle-orm";
 import type { Executor } from "../../../db/client.ts";
 import { channels, inboundWebhooks, webhookRequests, type InboundWebhook } from "../../../db/schema/index.ts";
-import { seal, unseal } from "../../crypto.ts";
 import type { Deps } from "../../deps.ts";
 import { invalidField, notFound } from "../../errors.ts";
 import { newId } from "../../ids.ts";
 import { LOG_PAGE_DEFAULT, pageOf, type LogPage } from "../../records/common.ts";
 import { toWebhookRecord, toWebhookRequestRecord, type WebhookRecord } from "../../records/webhook.ts";
 import { requireManager } from "../../policy/workspaces.ts";
+import { openStored, SEALED } from "../keys/sealed-values.ts";
 
 export const WEBHOOK_NOT_FOUND = "Webhook not found.";
 
@@ -29,10 +29,11 @@ export type WebhookInput = {
   regenerate_signing_secret?: boolean | undefined;
 };
 
-export function webhookSecrets(deps: Pick<Deps, "config">, webhook: InboundWebhook) {
+/** The webhook's secrets; null while no configured key opens one (it is kept, and said at start). */
+export function webhookSecrets(deps: Pick<Deps, "db" | "keys" | "logger">, webhook: InboundWebhook) {
   return {
-    secret: unseal(deps.config.appKey, webhook.secretSealed),
-    signingSecret: unseal(deps.config.appKey, webhook.signingSecretSealed),
+    secret: openStored(deps, SEALED.webhookSecret, webhook.id, webhook.secretSealed),
+    signingSecret: openStored(deps, SEALED.webhookSigningSecret, webhook.id, webhook.signingSecretSealed),
   };
 }
 
@@ -91,8 +92,8 @@ export async function createWebhook(
       botAvatarUrl: input.bot_avatar_url ?? null,
       signatureRequired: input.signature_required ?? false,
       isActive: input.is_active ?? true,
-      secretSealed: seal(deps.config.appKey, newSecret("whs")),
-      signingSecretSealed: seal(deps.config.appKey, newSecret("whsign")),
+      secretSealed: deps.keys.seal("webhook-secret", newSecret("whs")),
+      signingSecretSealed: deps.keys.seal("webhook-secret", newSecret("whsign")),
       createdAt: now,
       updatedAt: now,
     })
@@ -118,9 +119,9 @@ export async function updateWebhook(
       ...(input.bot_avatar_url !== undefined && { botAvatarUrl: input.bot_avatar_url }),
       ...(input.signature_required !== undefined && { signatureRequired: input.signature_required }),
       ...(input.is_active !== undefined && { isActive: input.is_active }),
-      ...(input.regenerate_secret && { secretSealed: seal(deps.config.appKey, newSecret("whs")) }),
+      ...(input.regenerate_secret && { secretSealed: deps.keys.seal("webhook-secret", newSecret("whs")) }),
       ...(input.regenerate_signing_secret && {
-        signingSecretSealed: seal(deps.config.appKey, newSecret("whsign")),
+        signingSecretSealed: deps.keys.seal("webhook-secret", newSecret("whsign")),
       }),
       updatedAt: deps.clock.now(),
     })

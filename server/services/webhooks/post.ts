@@ -1,15 +1,20 @@
 // Inbound webhook posting (contract, "Inbound webhook posting"; docs/webhooks.md): a bot posts
 // into a channel of its workspace with the webhook's secret, or its signature. The checks run
 // in this order, and every request past the first is written to the webhook's request log:
-//   1. unknown webhook: 404 (nothing to log it under, nothing counted);
-//   2. the workspace's hourly quota, counting every request, rejected ones too: 429;
-//   3. inactive webhook: 403;
-//   4. the secret (static scheme), or the signature (signature_required): 401;
-//   5. the body (400, 415) and its fields (422), the Idempotency-Key's length (422);
-//   6. a known Idempotency-Key: its first result replayed, or 422 when the fields differ;
-//   7. the channel (the one named, else the default): 422 channel_id;
+//   1. unknown webhook: not found (nothing to log it under, nothing counted);
+//   2. the workspace's hourly quota, counting every request, rejected ones too: throttled;
+//   3. inactive webhook: forbidden;
+//   4. the secret (static scheme), or the signature (signature_required): unauthenticated;
+//   5. the body (bad request, unsupported media type) and its fields (validation), the
+//      Idempotency-Key's length (validation);
+//   6. a known Idempotency-Key: its first result replayed, or validation when the fields differ;
+//   7. the channel (the one named, else the default): validation on channel_id;
 //   8. the message, through the one message service, with its log entry and its idempotency
-//      key in its transaction: 201 {data: message}.
+//      key in its transaction: posted.
+// The service answers what happened (WebhookPostOutcome); the door (server/http/webhook-route.ts)
+// turns it into statuses, bodies and headers. The log records the status of that answer: the
+// AppError's (HTTP_STATUS, the one table of errors.ts), or 201 for a message posted or replayed.
+import { randomBytes } from "node:crypto";
 import type { IncomingHttpHeaders } from "node:http";
 import { and, eq, gt, sql, type SQL } from "drizzle-orm";
 import { z } from "zod";
@@ -21,15 +26,16 @@ import {
   type InboundWebhook,
   type WebhookOutcome,
 } from "../../../db/schema/index.ts";
-import { safeEqual, sha256Hex, unseal } from "../../crypto.ts";
+import { safeEqual, sha256Hex } from "../../crypto.ts";
 import type { Deps } from "../../deps.ts";
-import { AppError, HTTP_STATUS, invalidField } from "../../errors.ts";
-import { parseBody } from "../../http/body.ts";
+import { AppError, forbidden, HTTP_STATUS, invalidField, notFound, throttled } from "../../errors.ts";
 import { idPattern, newId } from "../../ids.ts";
 import { findUnsafeText, unsafeTextError } from "../../input-text.ts";
+import type { MessageRecord } from "../../records/message.ts";
 import { booleanInput, validationErrorFromZod } from "../../validation.ts";
 import { postMessageOutcome } from "../messaging/post-message.ts";
 import { WEBHOOK_NOT_FOUND } from "./manage.ts";
+import { openStored, SEALED } from "../keys/sealed-values.ts";
 import { checkSignature } from "./signature.ts";
 
 /** How long the first result of an Idempotency-Key is kept (and replayed). */
@@ -54,42 +60,66 @@ export type WebhookPostRequest = {
   webhookId: string;
   /** The body exactly as received: the signature is over these bytes. */
   raw: Buffer;
-  /** The body could not be read (too large, cut short): reported once the secret is proved. */
-  bodyError?: AppError | undefined;
-  contentType: string | undefined;
+  /**
+   * The body's fields, parsed by the door. Throws the AppError of a body that could not be read
+   * (too large, cut short) or parsed (malformed, another media type): reported once the secret
+   * is proved. Called only for a webhook that exists, is within its quota and is active.
+   */
+  fields: () => Record<string, unknown>;
   headers: IncomingHttpHeaders;
   ip: string;
 };
 
-export type WebhookPostAnswer = { status: number; body: unknown; headers: Record<string, string> };
+/** Why a request was refused, as the request log records it. */
+export type WebhookRejectionReason =
+  | "unknown_webhook"
+  | "quota_exceeded"
+  | "inactive"
+  | "signature_missing"
+  | "signature_malformed"
+  | "timestamp_out_of_window"
+  | "signature_invalid"
+  | "secret_missing"
+  | "secret_invalid"
+  | "malformed_body"
+  | "validation_failed"
+  | "idempotency_key_reused";
 
-type Rejection = { status: number; body: unknown; reason: string; headers?: Record<string, string> };
+/**
+ * What became of a post. `replayed`: a known Idempotency-Key, answered with its first result.
+ * `rejected`: the AppError says what the client is told (a throttled one its retryAfterSeconds).
+ */
+export type WebhookPostOutcome =
+  | { kind: "posted"; message: MessageRecord }
+  | { kind: "replayed"; message: MessageRecord }
+  | { kind: "rejected"; reason: WebhookRejectionReason; error: AppError };
 
-class Rejected extends Error {
-  constructor(readonly rejection: Rejection) {
-    super(rejection.reason);
+type Settled = Exclude<WebhookPostOutcome, { kind: "posted" }>;
+
+/** A request settled before a message was posted (refused, or replayed): ends `handle`, logged once. */
+class SettledEarly extends Error {
+  constructor(
+    readonly outcome: Settled,
+    /** The status the request log records: the first result's, for a replay. */
+    readonly loggedStatus: number,
+  ) {
+    super(outcome.kind);
   }
 }
 
-const reject = (status: number, message: string, reason: string, headers?: Record<string, string>): Rejected =>
-  new Rejected({ status, body: { message }, reason, ...(headers && { headers }) });
-
-/** An AppError (validation, a malformed body) as a logged rejection. */
-function rejectedFrom(error: AppError, reason: string): Rejected {
-  const body = error.errors ? { message: error.message, errors: error.errors } : { message: error.message };
-  return new Rejected({ status: HTTP_STATUS[error.kind], body, reason });
-}
+const rejected = (reason: WebhookRejectionReason, error: AppError): SettledEarly =>
+  new SettledEarly({ kind: "rejected", reason, error }, HTTP_STATUS[error.kind]);
 
 const header = (headers: IncomingHttpHeaders, name: string): string | undefined => {
   const value = headers[name];
   return Array.isArray(value) ? value[0] : value;
 };
 
-export async function receiveWebhookPost(deps: Deps, request: WebhookPostRequest): Promise<WebhookPostAnswer> {
+export async function receiveWebhookPost(deps: Deps, request: WebhookPostRequest): Promise<WebhookPostOutcome> {
   const webhook = idPattern("webhook").test(request.webhookId)
     ? (await deps.db.select().from(inboundWebhooks).where(eq(inboundWebhooks.id, request.webhookId)).limit(1))[0]
     : undefined;
-  if (!webhook) return { status: 404, body: { message: WEBHOOK_NOT_FOUND }, headers: {} };
+  if (!webhook) return { kind: "rejected", reason: "unknown_webhook", error: notFound(WEBHOOK_NOT_FOUND) };
 
   const rawKey = header(request.headers, IDEMPOTENCY_HEADER);
   // The log keeps what was sent, cut to the column's measure when it was too long.
@@ -100,12 +130,12 @@ export async function receiveWebhookPost(deps: Deps, request: WebhookPostRequest
   try {
     return await handle(deps, webhook, request, rawKey);
   } catch (error) {
-    if (!(error instanceof Rejected)) throw error;
-    const { rejection } = error;
+    if (!(error instanceof SettledEarly)) throw error;
+    const { outcome } = error;
     // A replay is an accepted request: the log says so, with the reason.
-    const outcome: WebhookOutcome = rejection.status < 400 ? "accepted" : "rejected";
-    await log(rejection.status, outcome, rejection.reason);
-    return { status: rejection.status, body: rejection.body, headers: rejection.headers ?? {} };
+    if (outcome.kind === "replayed") await log(error.loggedStatus, "accepted", "idempotent_replay");
+    else await log(error.loggedStatus, "rejected", outcome.reason);
+    return outcome;
   }
 }
 
@@ -114,41 +144,35 @@ async function handle(
   webhook: InboundWebhook,
   request: WebhookPostRequest,
   rawKey: string | undefined,
-): Promise<WebhookPostAnswer> {
+): Promise<WebhookPostOutcome> {
   // 2. The quota counts every request that reached a webhook, whatever becomes of it.
-  try {
-    await deps.throttle.hit("webhookQuota", webhook.workspaceId);
-  } catch (error) {
-    if (error instanceof AppError && error.kind === "throttled")
-      throw reject(429, error.message, "quota_exceeded", { "Retry-After": String(error.retryAfterSeconds) });
-    throw error;
-  }
+  const quota = await deps.throttle.take("webhookQuota", webhook.workspaceId);
+  if (quota.exceeded) throw rejected("quota_exceeded", throttled(quota.resetSeconds));
   // 3.
-  if (!webhook.isActive) throw reject(403, "This webhook is inactive.", "inactive");
+  if (!webhook.isActive) throw rejected("inactive", forbidden("This webhook is inactive."));
 
   // 4. The body is read before the secret is checked (the secret may be in it), but a body
   // that did not parse is reported only to a caller who proved the secret another way.
   let fields: Record<string, unknown> | undefined;
   let unreadable: AppError | undefined;
   try {
-    if (request.bodyError) throw request.bodyError;
-    fields = parseBody(request.raw, request.contentType);
+    fields = request.fields();
   } catch (error) {
     if (!(error instanceof AppError)) throw error;
     unreadable = error;
   }
   authenticate(deps, webhook, request, fields);
-  if (unreadable) throw rejectedFrom(unreadable, "malformed_body");
+  if (unreadable) throw rejected("malformed_body", unreadable);
 
   // 5.
   const unsafe = findUnsafeText(fields);
-  if (unsafe.length > 0) throw rejectedFrom(unsafeTextError(unsafe), "validation_failed");
+  if (unsafe.length > 0) throw rejected("validation_failed", unsafeTextError(unsafe));
   const parsed = postBody.safeParse(fields);
-  if (!parsed.success) throw rejectedFrom(validationErrorFromZod(parsed.error), "validation_failed");
+  if (!parsed.success) throw rejected("validation_failed", validationErrorFromZod(parsed.error));
   if (rawKey !== undefined && (rawKey.length === 0 || rawKey.length > MAX_IDEMPOTENCY_KEY_LENGTH))
-    throw rejectedFrom(
-      invalidField("idempotency_key", "The Idempotency-Key header must be 1 to 255 characters."),
+    throw rejected(
       "validation_failed",
+      invalidField("idempotency_key", "The Idempotency-Key header must be 1 to 255 characters."),
     );
   const body = parsed.data;
   const requestHash = hashOfFields(body);
@@ -159,9 +183,9 @@ async function handle(
   // 7.
   const channelId = body.channel_id ?? webhook.defaultChannelId;
   if (!channelId)
-    throw rejectedFrom(
-      invalidField("channel_id", "The channel id field is required when the webhook has no default channel."),
+    throw rejected(
       "validation_failed",
+      invalidField("channel_id", "The channel id field is required when the webhook has no default channel."),
     );
 
   // 8.
@@ -201,9 +225,8 @@ async function handle(
     throw new Error("an idempotency key was taken, then not found");
   }
   const message = outcome.kind === "posted" || outcome.kind === "repeated" ? outcome.record : null;
-  if (!message)
-    throw rejectedFrom(invalidField("channel_id", "The selected channel id is invalid."), "validation_failed");
-  return { status: 201, body: { data: message }, headers: {} };
+  if (!message) throw rejected("validation_failed", invalidField("channel_id", "The selected channel id is invalid."));
+  return { kind: "posted", message };
 }
 
 function authenticate(
@@ -214,9 +237,11 @@ function authenticate(
 ): void {
   // Only the secret this webhook's scheme uses is unsealed.
   if (webhook.signatureRequired) {
+    // A secret no configured key opens matches no signature (it is kept, and said at start).
+    const signingSecret = openStored(deps, SEALED.webhookSigningSecret, webhook.id, webhook.signingSecretSealed);
     const check = checkSignature(
       header(request.headers, SIGNATURE_HEADER),
-      unseal(deps.config.appKey, webhook.signingSecretSealed),
+      signingSecret ?? randomBytes(32).toString("base64url"),
       request.raw,
       deps.clock.now().getTime(),
     );
@@ -227,16 +252,17 @@ function authenticate(
           : check.reason === "signature_missing"
             ? "This webhook requires an X-Service-Signature header."
             : "Invalid webhook signature.";
-      throw reject(401, message, check.reason);
+      throw rejected(check.reason, new AppError("unauthenticated", message));
     }
     return;
   }
   const sent =
     header(request.headers, SECRET_HEADER) ?? (typeof fields?.secret === "string" ? fields.secret : undefined);
-  if (!sent) throw reject(401, "The webhook secret is missing.", "secret_missing");
+  if (!sent) throw rejected("secret_missing", new AppError("unauthenticated", "The webhook secret is missing."));
   // Compared as hashes: equal lengths, constant time, whatever was sent.
-  const secret = unseal(deps.config.appKey, webhook.secretSealed);
-  if (!safeEqual(sha256Hex(sent), sha256Hex(secret))) throw reject(401, "Invalid webhook secret.", "secret_invalid");
+  const secret = openStored(deps, SEALED.webhookSecret, webhook.id, webhook.secretSealed);
+  if (secret === null || !safeEqual(sha256Hex(sent), sha256Hex(secret)))
+    throw rejected("secret_invalid", new AppError("unauthenticated", "Invalid webhook secret."));
 }
 
 /** The request's fields as one hash, the secret left out: a retry may move the secret to a header. */
@@ -244,7 +270,7 @@ function hashOfFields(body: PostBody): string {
   return sha256Hex(JSON.stringify([body.content, body.channel_id ?? null, body.skip_translation ?? false]));
 }
 
-/** A stored result for this key (not older than the retention): replayed, or 422 for other fields. */
+/** A stored result for this key (not older than the retention): replayed, or a validation error for other fields. */
 async function replayIfKnown(deps: Deps, webhook: InboundWebhook, key: string, requestHash: string): Promise<void> {
   const since = new Date(deps.clock.now().getTime() - IDEMPOTENCY_RETENTION_MS);
   const [stored] = await deps.db
@@ -260,16 +286,13 @@ async function replayIfKnown(deps: Deps, webhook: InboundWebhook, key: string, r
     .limit(1);
   if (!stored) return;
   if (stored.requestHash !== requestHash)
-    throw rejectedFrom(
-      invalidField("idempotency_key", "This Idempotency-Key was used with a different request."),
+    throw rejected(
       "idempotency_key_reused",
+      invalidField("idempotency_key", "This Idempotency-Key was used with a different request."),
     );
-  throw new Rejected({
-    status: stored.status,
-    body: JSON.parse(stored.body) as unknown,
-    reason: "idempotent_replay",
-    headers: { "Idempotent-Replayed": "true" },
-  });
+  // The key's row keeps the first answer as written by claimKeySql: {data: message}.
+  const first = JSON.parse(stored.body) as { data: MessageRecord };
+  throw new SettledEarly({ kind: "replayed", message: first.data }, stored.status);
 }
 
 /**
