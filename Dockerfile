@@ -9,6 +9,8 @@ WORKDIR /app
 # client/ is an npm workspace: npm ci needs its package.json to match the lockfile.
 COPY package.json package-lock.json ./
 COPY client/package.json client/
+# patches/: fixes to dependencies applied by `patch-package` after install (patches/README.md).
+COPY patches patches
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY server server
@@ -21,6 +23,7 @@ FROM node:20-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 COPY client/package.json client/
+COPY patches patches
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 
 FROM node:20-slim

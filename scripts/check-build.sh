@@ -22,8 +22,14 @@ echo "-- production dependencies in a clean folder (as the image's deps stage)"
 mkdir -p "$work/app/client" "$work/data"
 cp package.json package-lock.json "$work/app/"
 cp client/package.json "$work/app/client/"
+cp -R patches "$work/app/patches"
 (cd "$work/app" && npm ci --omit=dev --prefer-offline --no-audit --no-fund --loglevel=error)
 cp -R dist "$work/app/dist"
+# The dependency patches (patches/) were applied by npm ci's postinstall.
+grep -q "porsager/postgres#1189" "$work/app/node_modules/postgres/src/connection.js" || {
+  echo "patches/ were not applied to the production dependencies" >&2
+  exit 1
+}
 # (typescript itself stays: tRPC names it as a peer dependency.)
 if [ -e "$work/app/node_modules/vitest" ] || [ -e "$work/app/node_modules/drizzle-kit" ]; then
   echo "development dependencies were installed" >&2
