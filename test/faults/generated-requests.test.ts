@@ -1,34 +1,47 @@
-// Issue 11, item 6 a: bad requests generated from GET /api/v1/openapi.json, for every operation.
-// For each operation, each path/query parameter and each body field is mutated (wrong types,
-// missing, null, empty, over-limit strings, NUL characters and lone surrogates, integers at and
-// around the 32/53/64-bit boundaries, numbers JSON parses to Infinity, unicode oddities), the
-// body as a whole too (malformed, truncated, scalar or array bodies, JSON nested 5,000 and
-// 100,000 levels deep, unknown and prototype-polluting fields, wrong content types, invalid
-// UTF-8, a body shorter than its Content-Length), plus cases drawn by fast-check. Every request
-// goes out authenticated (a real user, whose workspace, channels, conversation, messages,
-// invite, token and attachments are the path ids that exist), unauthenticated, or with a bogus
-// token. Every answer must be below 500, and a 4xx must be the documented error body: JSON with
-// a string `message`; a 422 also `errors`, an object of string arrays; no SQL in it.
-// A sample of the same inputs goes through tRPC over HTTP (POST and GET /trpc/<procedure>):
-// no INTERNAL_SERVER_ERROR, no SQL or password hash in an error message.
+// Issue 11, item 6 a, and its sequel: at least 50,000 generated bad requests, through every door
+// of one real server process (`npm start`, a child process, on a fresh database):
+// - REST (/api/v1), from GET /api/v1/openapi.json, for every operation: each path/query
+//   parameter and body field mutated (wrong types, missing, null, empty, over-limit strings, NUL
+//   and lone surrogates, integers around the 32/53/64-bit boundaries, unicode oddities), the
+//   body as a whole (malformed, truncated, scalar or array bodies, JSON nested 5,000 and 100,000
+//   levels deep, unknown and prototype-polluting fields, wrong content types, invalid UTF-8, a
+//   body shorter than its Content-Length, 2 MiB), methods and paths the document does not have,
+//   a stranger's private ids in place of the owner's, plus cases drawn by fast-check;
+// - tRPC over HTTP (/trpc), from the router's procedure list and each procedure's zod input:
+//   GET /trpc/<query>?input=…, POST /trpc/<mutation>, batches (?batch=1) of either, raw
+//   bodies, the wrong HTTP method, unknown procedures (rpc-generators.ts);
+// - tRPC over WebSocket (/trpc upgrade): the same inputs as request frames of each procedure's
+//   type (queries, mutations, subscriptions) pipelined on long-lived sockets, the wrong request
+//   type, unknown procedures, batch frames, malformed frames and envelopes, connection params
+//   that cannot be used, frames past 1 MiB; and subscriptions to a stranger's private channels,
+//   conversation and room while the stranger writes there.
+// The requests come from a real user, who owns a workspace (channels, messages, an invite, a
+// token, attachments, a direct conversation, a temporary room), from nobody, and from bogus
+// tokens; a stranger keeps a private workspace, a private channel in a workspace the user has
+// joined, a direct conversation and a room, their messages carrying a marker word.
 //
-// (Subscriptions are left out of the tRPC sample: over HTTP they are open-ended SSE streams.)
+// Asserted: no answer at or above 500 (on tRPC, no INTERNAL_SERVER_ERROR either), a REST 4xx is
+// the documented error body (a string `message`; a 422 also `errors`), no answer or frame leaks
+// (SQL, a password hash, a stack trace, a file path, APP_KEY, the stranger's token or the marker
+// word), every request answered, a stranger's place never answered with data (REST and tRPC: no
+// 2xx where its ids are looked up; WebSocket: an error frame, never data), the server process
+// alive throughout (same pid) and healthy at the end, and at least MIN_TOTAL_REQUESTS sent. A
+// table of the requests per door is printed at the end.
 //
 // Run: `npm run test:faults -- test/faults/generated-requests.test.ts`, with DATABASE_URL and
 // REDIS_URL for PostgreSQL + Redis, without them for PGlite. Reproducible: the seed is printed;
-// FAULTS_SEED=<n> replays or varies it. FAULTS_LOG_LEVEL=error shows the server's log of each
-// 500; FAULTS_DEBUG=1 prints the slowest operations; FAULTS_CONCURRENCY (16) requests in flight.
-// Failures print as a deduplicated list (mutation, status, operations, one example request and
-// the answer) and are written in full as JSON to $TMPDIR/generated-requests-failures.json
-// (tRPC: generated-requests-trpc-failures.json).
+// FAULTS_SEED=<n> replays or varies it. The server logs at FAULTS_LOG_LEVEL (error) into the
+// fault folder (FAULTS_KEEP_LOGS=1 keeps it); FAULTS_CONCURRENCY (16) HTTP requests in flight;
+// FAULTS_WS_LANES (8) signed-in sockets; FAULTS_HTTP_SHARE (0.5) of the tRPC inputs also go over
+// HTTP. Failures print as a deduplicated list (mutation, status, operations, one example request
+// and the answer) and are written in full as JSON to $TMPDIR/generated-requests-failures.json.
+import { randomBytes } from "node:crypto";
 import { writeFileSync } from "node:fs";
-import { request as httpRequest } from "node:http";
-import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { appRouter } from "../../routers/index.ts";
+import { clientFrames } from "../../server/http/trpc-ws-protocol.ts";
 import { restClient, type RestClient } from "../helpers/api.ts";
 import {
   createWorkspaceWithGeneral,
@@ -37,1091 +50,185 @@ import {
   uniqueEmail,
   type RegisteredUser,
 } from "../helpers/factories.ts";
-import { startTestServer, type TestServer } from "../helpers/server.ts";
+import { createDatabase } from "../helpers/server.ts";
+import {
+  BOGUS_AUTHORIZATIONS,
+  buildCases,
+  CONCURRENCY,
+  DESTRUCTIVE,
+  describeSent,
+  enc,
+  excerpt,
+  FailureLog,
+  leakIn,
+  operationsOf,
+  randomPools,
+  RANDOM_CASES_PER_OPERATION,
+  restProblem,
+  REVOKES_OWN_TOKEN,
+  runPool,
+  SEED,
+  send,
+  serialize,
+  undocumentedCases,
+  type Auth,
+  type Body,
+  type Case,
+  type Fixtures,
+  type OpenApiDocument,
+  type Operation,
+  type Secret,
+} from "./request-generators.ts";
+import {
+  httpBatchCases,
+  httpRawCases,
+  httpSingleCases,
+  httpUnknownProcedureCases,
+  oneShotSocket,
+  proceduresOf,
+  rpcInputs,
+  frameProblem,
+  unknownProcedureNames,
+  wsBatchCases,
+  wsInputCases,
+  wsMalformedCases,
+  wsMethodCases,
+  wsOversizedCases,
+  wsParamsCases,
+  WsLane,
+  type HttpRpcCase,
+  type Procedure,
+  type RpcInput,
+  type WsCase,
+} from "./rpc-generators.ts";
+import { faultDir, sleep, startServer, stopAll, type ServerProc } from "./support.ts";
 
-const SEED = Number(process.env.FAULTS_SEED ?? 20261123);
-const CONCURRENCY = Number(process.env.FAULTS_CONCURRENCY ?? 16);
-const MIN_REST_REQUESTS = 5000;
-const REQUEST_TIMEOUT_MS = 20_000;
-const RANDOM_CASES_PER_OPERATION = 15;
-const TRPC_SAMPLE = 500;
+const MIN_TOTAL_REQUESTS = 50_000;
+/** REST cases whose (already mutated) inputs also go through tRPC over HTTP, as sent to REST. */
+const TRPC_REST_SAMPLE = 500;
+/** The share of the tRPC inputs sent as single calls over HTTP too (over WebSocket: all of them). */
+const HTTP_INPUT_SHARE = Number(process.env.FAULTS_HTTP_SHARE ?? 0.5);
+const WS_LANES = Number(process.env.FAULTS_WS_LANES ?? 8);
+/** Requests in flight on one socket. */
+const WS_WINDOW = 16;
+const WS_TIMEOUT_MS = 20_000;
 
-// ---------------------------------------------------------------------------------------------
-// The document
+type Door =
+  | "REST /api/v1"
+  | "tRPC HTTP GET (queries)"
+  | "tRPC HTTP POST (mutations)"
+  | "tRPC HTTP batched"
+  | "tRPC HTTP other methods"
+  | "WS calls (query/mutation)"
+  | "WS subscriptions"
+  | "WS subscriptions, stranger's places"
+  | "WS batch frames"
+  | "WS malformed frames"
+  | "WS connection params"
+  | "WS frames over 1 MiB";
 
-type JsonSchema = {
-  type?: string | string[];
-  properties?: Record<string, JsonSchema>;
-  required?: string[];
-  items?: JsonSchema;
-  enum?: unknown[];
-  anyOf?: JsonSchema[];
-  oneOf?: JsonSchema[];
-  minLength?: number;
-  maxLength?: number;
-  minimum?: number;
-  maximum?: number;
-  exclusiveMinimum?: number;
-  minItems?: number;
-  maxItems?: number;
-  pattern?: string;
-  const?: unknown;
-  format?: string;
-  $ref?: string;
-};
-type Parameter = { name: string; in: string; required?: boolean; schema?: JsonSchema };
-type OpenApiOperation = {
-  operationId?: string;
-  parameters?: Parameter[];
-  security?: unknown[];
-  requestBody?: { content: Record<string, { schema?: JsonSchema }> };
-};
-type OpenApiDocument = {
-  paths: Record<string, Record<string, OpenApiOperation>>;
-  components?: { schemas?: Record<string, JsonSchema> };
-};
-
-type Operation = {
-  method: string;
-  /** The path template, e.g. /api/v1/workspaces/{workspace_id}/channels. */
-  path: string;
-  /** operationId, or METHOD path for the plain routes. */
-  name: string;
-  pathParams: Parameter[];
-  queryParams: Parameter[];
-  bodyType: string | undefined;
-  bodySchema: JsonSchema | undefined;
-  secured: boolean;
-  /** The tRPC procedure serving it, when it is one. */
-  procedure: { path: string; type: string } | undefined;
-};
-
-function operationsOf(doc: OpenApiDocument): Operation[] {
-  const procedures = new Map<string, { path: string; type: string }>();
-  for (const [procedurePath, procedure] of Object.entries(appRouter._def.procedures as Record<string, any>)) {
-    const openapi = procedure._def?.meta?.openapi as { method: string; path: string } | undefined;
-    if (openapi)
-      procedures.set(`${openapi.method.toUpperCase()} ${openapi.path}`, {
-        path: procedurePath,
-        type: procedure._def.type,
-      });
-  }
-  const resolve = (schema: JsonSchema | undefined): JsonSchema | undefined =>
-    schema?.$ref ? doc.components?.schemas?.[schema.$ref.split("/").pop()!] : schema;
-  const operations: Operation[] = [];
-  for (const [template, item] of Object.entries(doc.paths)) {
-    for (const [method, operation] of Object.entries(item)) {
-      const upper = method.toUpperCase();
-      const parameters = operation.parameters ?? [];
-      const [bodyType, bodyContent] = Object.entries(operation.requestBody?.content ?? {})[0] ?? [];
-      operations.push({
-        method: upper,
-        path: template,
-        name: operation.operationId ?? `${upper} ${template}`,
-        pathParams: parameters.filter((parameter) => parameter.in === "path"),
-        queryParams: parameters.filter((parameter) => parameter.in === "query"),
-        bodyType,
-        bodySchema: resolve(bodyContent?.schema),
-        secured: (operation.security?.length ?? 0) > 0,
-        procedure: procedures.get(`${upper} ${template}`),
-      });
-    }
-  }
-  return operations;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Values
-
-/** JSON text put into a body as it is (numbers JSON.stringify cannot write, deep nesting). */
-class RawJson {
-  constructor(readonly text: string) {}
-}
-const raw = (text: string) => new RawJson(text);
-const MISSING = Symbol("missing");
-
-function serialize(value: unknown): string {
-  if (value instanceof RawJson) return value.text;
-  if (Array.isArray(value))
-    return `[${value.map((item) => (item === undefined ? "null" : serialize(item))).join(",")}]`;
-  if (value !== null && typeof value === "object") {
-    return `{${Object.entries(value)
-      .filter(([, item]) => item !== undefined)
-      .map(([key, item]) => `${JSON.stringify(key)}:${serialize(item)}`)
-      .join(",")}}`;
-  }
-  return JSON.stringify(value) ?? "null";
-}
-
-const deepObject = (levels: number) => `${'{"a":'.repeat(levels)}1${"}".repeat(levels)}`;
-const deepArray = (levels: number) => `${"[".repeat(levels)}${"]".repeat(levels)}`;
-
-/** encodeURIComponent that also writes lone surrogates (as their WTF-8 bytes, invalid UTF-8). */
-function enc(value: string): string {
-  let out = "";
-  for (let i = 0; i < value.length; i++) {
-    const code = value.charCodeAt(i);
-    if (code >= 0xd800 && code <= 0xdbff && i + 1 < value.length) {
-      const next = value.charCodeAt(i + 1);
-      if (next >= 0xdc00 && next <= 0xdfff) {
-        out += encodeURIComponent(value.slice(i, i + 2));
-        i++;
-        continue;
-      }
-    }
-    if (code >= 0xd800 && code <= 0xdfff) {
-      out += [0xe0 | (code >> 12), 0x80 | ((code >> 6) & 0x3f), 0x80 | (code & 0x3f)]
-        .map((byte) => `%${byte.toString(16).toUpperCase()}`)
-        .join("");
-      continue;
-    }
-    out += encodeURIComponent(value[i]!);
-  }
-  return out;
-}
-
-const STRING_ODDITIES: [string, unknown][] = [
-  ["empty", ""],
-  ["nul", "a\u0000b"],
-  ["nul-only", "\u0000"],
-  ["lone-high-surrogate", "a\ud800b"],
-  ["lone-low-surrogate", "\udfff"],
-  ["reversed-surrogates", "\udc00\ud800"],
-  ["bom", "\ufeffname"],
-  ["rtl-override", "\u202eabc"],
-  ["zero-width", "\u200b\u200d\u2060"],
-  ["emoji-zwj", "👩‍👩‍👧‍👦🏳️‍🌈"],
-  ["combining-marks", `Z${"\u0336\u0337\u0338".repeat(200)}`],
-  ["line-separators", "a\u2028b\u2029c"],
-  ["noncharacters", "\ufffe\uffff\u{10ffff}"],
-  ["control-chars", "\u0001\u0007\u001b[31m\u007f"],
-  ["whitespace-only", " \t\r\n "],
-  ["sql-ish", "' OR 1=1; -- \\"],
-  ["like-wildcards", "%_%\\%"],
-  ["format-string", "%s%n${x}{{7*7}}"],
-  ["path-traversal", "../../../etc/passwd"],
-  ["html", "<script>alert(1)</script>"],
-  ["arabic-digits", "١٢٣"],
-  ["fullwidth-digits", "１２３"],
-  ["nan-string", "NaN"],
-  ["infinity-string", "-Infinity"],
-  ["exp-string", "1e308"],
-  ["hex-string", "0x7fffffff"],
-  ["int64-string", "9223372036854775808"],
-  ["2^31-string", "2147483648"],
-  ["negative-string", "-1"],
-  ["huge-10k", "x".repeat(10_000)],
-  ["huge-100k", "é".repeat(50_000)],
+const DOORS: Door[] = [
+  "REST /api/v1",
+  "tRPC HTTP GET (queries)",
+  "tRPC HTTP POST (mutations)",
+  "tRPC HTTP batched",
+  "tRPC HTTP other methods",
+  "WS calls (query/mutation)",
+  "WS subscriptions",
+  "WS subscriptions, stranger's places",
+  "WS batch frames",
+  "WS malformed frames",
+  "WS connection params",
+  "WS frames over 1 MiB",
 ];
 
-const NUMBER_ODDITIES: [string, unknown][] = [
-  ["0", 0],
-  ["-1", -1],
-  ["1", 1],
-  ["2^31-1", 2147483647],
-  ["2^31", 2147483648],
-  ["2^32", 4294967296],
-  ["-2^31-1", -2147483649],
-  ["2^53-1", 9007199254740991],
-  ["2^53", 9007199254740992],
-  ["2^63", raw("9223372036854775808")],
-  ["1e308", 1e308],
-  ["-1e308", -1e308],
-  ["1.5", 1.5],
-  ["5e-324", 5e-324],
-  ["neg-zero", raw("-0")],
-  ["1e400-overflow", raw("1e400")],
-  ["400-digit-int", raw(`1${"0".repeat(400)}`)],
-  ["exp-int", raw("1E2")],
-];
-
-const TYPE_ODDITIES: [string, unknown][] = [
-  ["null", null],
-  ["true", true],
-  ["false", false],
-  ["empty-array", []],
-  ["array-of-null", [null]],
-  ["array-of-string", ["x"]],
-  ["empty-object", {}],
-  ["object", { a: 1 }],
-  ["proto-object", raw('{"__proto__":{"admin":true}}')],
-  ["nested-arrays", [[[[]]]]],
-  ["deep-5000", raw(deepObject(5000))],
-  ["deep-100000", raw(deepArray(100_000))],
-];
-
-/** Values for a path segment or a query value: [label, raw string, the encoded form if not enc(raw)]. */
-const SEGMENT_ODDITIES: [string, string, string?][] = [
-  ["nul", "a\u0000b"],
-  ["nul-only", "\u0000"],
-  ["lone-surrogate", "\ud800"],
-  ["lone-low-surrogate", "x\udfff"],
-  ["percent-alone", "%", "%"],
-  ["bad-percent", "%ZZ", "%ZZ"],
-  ["truncated-percent", "%E0%A4%A", "%E0%A4%A"],
-  ["overlong-utf8", "%C0%AE", "%C0%AE"],
-  ["invalid-utf8", "%FF%FE", "%FF%FE"],
-  ["encoded-slash", "a/b"],
-  ["double-encoded-nul", "%00", "%2500"],
-  ["0", "0"],
-  ["-1", "-1"],
-  ["2^31-1", "2147483647"],
-  ["2^31", "2147483648"],
-  ["2^32", "4294967296"],
-  ["2^53", "9007199254740992"],
-  ["2^63", "9223372036854775808"],
-  ["1e308", "1e308"],
-  ["1e400", "1e400"],
-  ["NaN", "NaN"],
-  ["Infinity", "Infinity"],
-  ["-0", "-0"],
-  ["1.5", "1.5"],
-  ["hex", "0x1f"],
-  ["leading-space", " 1"],
-  ["fullwidth-digits", "１２"],
-  ["arabic-digits", "١٢"],
-  ["empty", ""],
-  ["huge-4000", "a".repeat(4000)],
-  ["sql-ish", "1' OR '1'='1"],
-  ["emoji", "😀👩‍👩‍👧"],
-  ["rtl-override", "\u202e1"],
-  ["bom", "\ufeff1"],
-  ["combining", "1\u0301\u0302"],
-  ["control", "\u0001\u001b"],
-  ["unknown-prefixed-id", "ws_0000000000ZZZZZZZZZZZZZZZZ"],
-  ["null-word", "null"],
-  ["undefined-word", "undefined"],
-  ["json", '{"a":1}'],
-  ["array-notation", "[1]"],
-];
-
-const JUNK_QUERY_LABELS = new Set([
-  "nul",
-  "lone-surrogate",
-  "bad-percent",
-  "invalid-utf8",
-  "2^31",
-  "2^63",
-  "1e400",
-  "NaN",
-  "huge-4000",
-  "emoji",
-  "json",
-  "empty",
-]);
-
-const BOGUS_AUTHORIZATIONS = [
-  "Bearer not-a-token",
-  `Bearer ${"A".repeat(5000)}`,
-  "Bearer tok_00000000000000000000000000|abc",
-  "Bearer 1|abcdef",
-  "Bearer ",
-  "Bearer",
-  "Basic Zm9vOmJhcg==",
-  "bearer \u00e9\u00ff",
-  "Bearer a b c",
-  "Token abc",
-];
-
-// ---------------------------------------------------------------------------------------------
-// Cases
-
-type Fixtures = {
-  owner: RegisteredUser;
-  other: RegisteredUser;
-  workspaceId: string;
-  channelId: string;
-  extraChannelId: string;
-  memberId: string;
-  inviteId: string;
-  inviteToken: string;
-  patId: string;
-  conversationId: string;
-  channelMessageId: string;
-  directMessageId: string;
-  channelAttachmentId: string;
-  directAttachmentId: string;
-};
-
-type Auth = "user" | "none" | "bogus";
-type Body =
-  | { kind: "none" }
-  | { kind: "json"; value: unknown; contentType?: string }
-  | { kind: "raw"; bytes: string | Buffer; contentType: string | undefined; pieces?: number };
-
-type Case = {
-  op: Operation;
-  mutation: string;
-  auth: Auth;
-  /** Which bogus Authorization value, when auth is "bogus". */
-  bogus: string;
-  url: string;
-  body: Body;
-  /** A body shorter than the Content-Length it declares (sent over a raw socket, then half-closed). */
-  lyingLength?: boolean;
-  /** The procedure's input, for the tRPC sample (path and query values merged with the body). */
-  trpcInput: unknown;
-};
-
-type Segment = { raw: string; encoded: string };
-const segment = (rawValue: string, encoded?: string): Segment => ({ raw: rawValue, encoded: encoded ?? enc(rawValue) });
-
-function firstBranch(schema: JsonSchema): JsonSchema {
-  const branches = schema.anyOf ?? schema.oneOf;
-  if (!branches) return schema;
-  return firstBranch(branches.find((branch) => branch.type !== "null") ?? branches[0]!);
-}
-
-function schemaValue(schema: JsonSchema): unknown {
-  const base = firstBranch(schema);
-  if (base.const !== undefined) return base.const;
-  if (base.enum) return base.enum[0];
-  const type = Array.isArray(base.type) ? base.type.find((t) => t !== "null") : base.type;
-  switch (type) {
-    case "integer":
-    case "number":
-      return Math.max(base.minimum ?? 1, (base.exclusiveMinimum ?? 0) + 1);
-    case "boolean":
-      return false;
-    case "array":
-      return base.minItems ? [schemaValue(base.items ?? {})] : [];
-    case "object":
-      return Object.fromEntries(Object.entries(base.properties ?? {}).map(([key, value]) => [key, schemaValue(value)]));
-    default:
-      return "x".repeat(Math.max(1, base.minLength ?? 1));
-  }
-}
-
-function baselineField(op: Operation, name: string, schema: JsonSchema, fx: Fixtures): unknown {
-  switch (name) {
-    case "email":
-      return op.name === "auth-register" ? "fuzz-register@example.test" : fx.other.email;
-    case "password":
-      // An optional room password is left out of the baseline: hashing it for every generated
-      // request costs minutes; its own mutations still send it.
-      if (!op.bodySchema?.required?.includes("password")) return MISSING;
-      return DEFAULT_PASSWORD;
-    case "password_confirmation":
-      return DEFAULT_PASSWORD;
-    case "current_password":
-      // Never the real one: a generated change-password must not revoke the user's other tokens.
-      return "not-the-current-password";
-    case "name":
-      return "Fuzz Name";
-    case "device_name":
-      return "fuzz-device";
-    case "avatar_url":
-      return "https://example.test/avatar.png";
-    case "abilities":
-      return ["read"];
-    case "slug":
-      return "fuzz-slug";
-    case "user_id":
-    case "participant_user_id":
-      return fx.other.id;
-    case "role":
-      return "member";
-    case "content":
-      return "hello";
-    case "parent_message_id":
-      return fx.channelMessageId;
-    case "expires_in_days":
-      return 7;
-    case "token":
-      return op.name === "otp-verify" ? "123456" : "not-a-reset-token";
-    case "code":
-      return "fuzz-code";
-    case "state":
-      return "fuzz-state";
-    default:
-      return schemaValue(schema);
-  }
-}
-
-function realPathValue(template: string, name: string, fx: Fixtures): string {
-  switch (name) {
-    case "workspace_id":
-      return fx.workspaceId;
-    case "channel_id":
-      return fx.channelId;
-    case "conversation_id":
-      return fx.conversationId;
-    case "attachment_id":
-      return template.includes("direct-message") ? fx.directAttachmentId : fx.channelAttachmentId;
-    case "user_id":
-      return String(fx.other.id);
-    case "token":
-      return fx.inviteToken;
-    case "provider":
-      return "google";
-    case "hash":
-      return "0123456789abcdef";
-  }
-  const before = template.split("/{id}")[0]!;
-  if (before.endsWith("/email/verify")) return String(fx.owner.id);
-  if (before.endsWith("/tokens")) return fx.patId;
-  if (before.endsWith("/workspaces")) return fx.workspaceId;
-  if (before.endsWith("/channels")) return fx.extraChannelId;
-  if (before.endsWith("/members")) return fx.memberId;
-  if (before.endsWith("/invites")) return fx.inviteId;
-  return "1";
-}
-
-function realQueryValue(op: Operation, name: string, fx: Fixtures): string {
-  switch (name) {
-    case "limit":
-      return "10";
-    case "before":
-      return op.path.startsWith("/api/v1/direct") ? fx.directMessageId : fx.channelMessageId;
-    case "parent_message_id":
-      return fx.channelMessageId;
-    case "expires":
-    case "signature":
-      return "";
-    default:
-      return "fuzz";
-  }
-}
-
-/** Values for one body field: the shared oddities plus the field's own bounds. */
-function fieldMutations(schema: JsonSchema): [string, unknown][] {
-  const base = firstBranch(schema);
-  const own: [string, unknown][] = [["missing", MISSING]];
-  if (base.maxLength !== undefined) {
-    own.push(["maxLength", "a".repeat(base.maxLength)], ["maxLength+1", "a".repeat(base.maxLength + 1)]);
-    own.push(["maxLength+1-astral", "😀".repeat(base.maxLength + 1)]);
-  }
-  if (base.minLength) own.push(["minLength-1", "a".repeat(base.minLength - 1)]);
-  if (base.pattern) own.push(["pattern-miss-nul", "123\u000056"], ["pattern-miss-newline", "123456\n"]);
-  if (base.minimum !== undefined) own.push(["minimum-1", base.minimum - 1], ["minimum", base.minimum]);
-  if (base.exclusiveMinimum !== undefined) own.push(["exclusiveMinimum", base.exclusiveMinimum]);
-  if (base.maximum !== undefined && Math.abs(base.maximum) < 2 ** 53) {
-    own.push(["maximum", base.maximum], ["maximum+1", base.maximum + 1]);
-  }
-  if (base.enum) {
-    const first = String(base.enum[0]);
-    own.push(["enum-uppercase", first.toUpperCase()], ["enum+nul", `${first}\u0000`], ["enum+space", `${first} `]);
-  }
-  if (base.format === "uri") {
-    own.push(
-      ["uri-javascript", "javascript:alert(1)"],
-      ["uri-broken-ipv6", "http://[::1"],
-      ["uri-huge-host", `http://${"a".repeat(3000)}.test/`],
-      ["uri-nul", "https://example.test/\u0000"],
-    );
-  }
-  const type = Array.isArray(base.type) ? base.type[0] : base.type;
-  if (type === "array") {
-    const item = schemaValue(base.items ?? {});
-    if (base.maxItems !== undefined) own.push(["maxItems+1", Array.from({ length: base.maxItems + 1 }, () => item)]);
-    own.push(
-      ["items-10000", Array.from({ length: 10_000 }, () => item)],
-      ["items-nul", ["\u0000"]],
-      ["items-lone-surrogate", ["\ud800"]],
-      ["items-2^31", [2147483648]],
-      ["items-object", [{ a: 1 }]],
-      ["items-huge", ["x".repeat(100_000)]],
-    );
-  }
-  return [...own, ...TYPE_ODDITIES, ...NUMBER_ODDITIES, ...STRING_ODDITIES];
-}
-
-const MULTIPART_BOUNDARY = "----fuzzboundary7MA4YWxkTrZu0gW";
-
-function multipart(
-  parts: { name: string; filename?: string; type?: string; content: string | Buffer }[],
-  boundary = MULTIPART_BOUNDARY,
-) {
-  const chunks: Buffer[] = [];
-  for (const part of parts) {
-    let disposition = `form-data; name="${part.name}"`;
-    if (part.filename !== undefined) disposition += `; filename="${part.filename}"`;
-    chunks.push(
-      Buffer.from(
-        `--${boundary}\r\nContent-Disposition: ${disposition}\r\n${part.type ? `Content-Type: ${part.type}\r\n` : ""}\r\n`,
-      ),
-      Buffer.isBuffer(part.content) ? part.content : Buffer.from(part.content),
-      Buffer.from("\r\n"),
-    );
-  }
-  chunks.push(Buffer.from(`--${boundary}--\r\n`));
-  return Buffer.concat(chunks);
-}
-
-function uploadBodies(): [string, Body][] {
-  const type = `multipart/form-data; boundary=${MULTIPART_BOUNDARY}`;
-  const good = multipart([{ name: "file", filename: "a.txt", type: "text/plain", content: "hello" }]);
-  const rawBody = (bytes: Buffer | string, contentType: string | undefined = type): Body => ({
-    kind: "raw",
-    bytes,
-    contentType,
-  });
-  const withFilename = (filename: string) => rawBody(multipart([{ name: "file", filename, content: "x" }]));
-  return [
-    ["multipart:truncated-half", rawBody(good.subarray(0, Math.floor(good.length / 2)))],
-    ["multipart:truncated-before-closing-boundary", rawBody(good.subarray(0, good.length - 8))],
-    ["multipart:truncated-in-headers", rawBody(good.subarray(0, 30))],
-    ["multipart:no-closing-boundary", rawBody(good.subarray(0, good.length - `--${MULTIPART_BOUNDARY}--\r\n`.length))],
-    ["multipart:only-preamble", rawBody("just some text, no parts")],
-    ["multipart:empty-body", rawBody("")],
-    ["multipart:no-boundary-param", rawBody(good, "multipart/form-data")],
-    ["multipart:wrong-boundary", rawBody(good, "multipart/form-data; boundary=other")],
-    ["multipart:boundary-too-long", rawBody(good, `multipart/form-data; boundary=${"b".repeat(200)}`)],
-    ["multipart:wrong-field-name", rawBody(multipart([{ name: "upload", filename: "a.txt", content: "x" }]))],
-    ["multipart:field-without-filename", rawBody(multipart([{ name: "file", content: "x" }]))],
-    ["multipart:empty-file", rawBody(multipart([{ name: "file", filename: "empty.txt", content: "" }]))],
-    [
-      "multipart:two-files",
-      rawBody(
-        multipart([
-          { name: "file", filename: "a.txt", content: "a" },
-          { name: "file", filename: "b.txt", content: "b" },
-        ]),
-      ),
-    ],
-    ["multipart:filename-nul", withFilename("a\u0000b.txt")],
-    ["multipart:filename-lone-surrogate", withFilename("a\ud800.txt")],
-    ["multipart:filename-huge", withFilename(`${"n".repeat(5000)}.txt`)],
-    ["multipart:filename-traversal", withFilename("../../etc/passwd")],
-    ["multipart:filename-empty", withFilename("")],
-    ["multipart:filename-rtl", withFilename("\u202etxt.exe")],
-    [
-      "multipart:invalid-utf8-filename",
-      rawBody(
-        Buffer.concat([
-          Buffer.from(`--${MULTIPART_BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="`),
-          Buffer.from([0xff, 0xfe, 0xc3, 0x28]),
-          Buffer.from(`"\r\n\r\nx\r\n--${MULTIPART_BOUNDARY}--\r\n`),
-        ]),
-      ),
-    ],
-    [
-      "multipart:part-type-garbage",
-      rawBody(multipart([{ name: "file", filename: "a", type: "\u0001/\u0002", content: "x" }])),
-    ],
-    ["multipart:json-instead", { kind: "json", value: { file: "x" } }],
-    ["multipart:no-body", { kind: "none" }],
-    ["multipart:text-plain", rawBody("file=x", "text/plain")],
-    ["multipart:urlencoded", rawBody("file=x", "application/x-www-form-urlencoded")],
-    ["multipart:bad-content-type", rawBody(good, "multipart/")],
-  ];
-}
-
-function bodyLevelMutations(baseline: Record<string, unknown>): [string, Body][] {
-  const json = serialize(baseline);
-  const text = (bytes: string | Buffer, contentType: string | undefined = "application/json"): Body => ({
-    kind: "raw",
-    bytes,
-    contentType,
-  });
-  return [
-    ["no-body", { kind: "none" }],
-    ["empty-body-json-type", text("")],
-    ["empty-object", { kind: "json", value: {} }],
-    ["malformed:open-brace", text("{")],
-    ["malformed:missing-value", text('{"a":}')],
-    ["malformed:trailing-comma", text(`${json.slice(0, -1)},}`)],
-    ["malformed:single-quotes", text("{'a':1}")],
-    ["malformed:NaN", text('{"a":NaN}')],
-    ["malformed:bad-escape", text('{"a":"\\x00"}')],
-    ["malformed:raw-control-char", text('{"a":"\u0001\u0000"}')],
-    ["malformed:binary-garbage", text(Buffer.from([0, 1, 2, 0xff, 0xfe, 0x7b]))],
-    ["truncated:half", text(json.slice(0, Math.floor(json.length / 2)))],
-    ["truncated:last-char", text(json.slice(0, -1))],
-    ["scalar:null", text("null")],
-    ["scalar:number", text("42")],
-    ["scalar:string", text('"x"')],
-    ["scalar:true", text("true")],
-    ["array:empty", text("[]")],
-    ["array:of-baseline", text(`[${json}]`)],
-    ["deep-object-5000", text(deepObject(5000))],
-    ["deep-array-100000", text(deepArray(100_000))],
-    ["deep-field-5000", { kind: "json", value: { ...baseline, extra: raw(deepObject(5000)) } }],
-    ["huge-body-2MiB", text(`{"a":"${"x".repeat(2 * 1024 * 1024)}"}`)],
-    ["content-type:text/plain", text(json, "text/plain")],
-    ["content-type:xml", text("<a>1</a>", "application/xml")],
-    ["content-type:multipart-no-boundary", text(json, "multipart/form-data")],
-    ["content-type:multipart-with-json", text(json, "multipart/form-data; boundary=zzz")],
-    [
-      "content-type:urlencoded-junk",
-      text("name=a%00b&name=2&x[]=1&%ZZ=1&__proto__[a]=1", "application/x-www-form-urlencoded"),
-    ],
-    ["content-type:urlencoded-lone-surrogate", text("name=%ED%A0%80", "application/x-www-form-urlencoded")],
-    ["content-type:utf16", text(Buffer.from(`\ufeff${json}`, "utf16le"), "application/json; charset=utf-16")],
-    ["content-type:vnd+json", text(json, "application/vnd.api+json")],
-    ["content-type:uppercase", text(json, "APPLICATION/JSON; CHARSET=UTF-8")],
-    ["content-type:list", text(json, "application/json, text/plain")],
-    ["content-type:empty", text(json, "")],
-    ["content-type:none", text(json, undefined)],
-    ["content-type:star", text(json, "*/*")],
-    ["content-type:octet-stream", text(Buffer.from([0, 159, 146, 150]), "application/octet-stream")],
-    [
-      "invalid-utf8",
-      text(
-        Buffer.concat([
-          Buffer.from('{"name":"'),
-          Buffer.from([0xff, 0xfe, 0xc3, 0x28, 0xed, 0xa0, 0x80]),
-          Buffer.from('"}'),
-        ]),
-      ),
-    ],
-    ["utf8-bom", text(`\ufeff${json}`)],
-    ["duplicate-keys", text(`{"name":"a","name":{"x":1},${json.slice(1)}`)],
-    [
-      "extra-fields",
-      {
-        kind: "json",
-        value: { ...baseline, unknown_field: "x", "": 1, "\u0000": "nul key", "\ud800": 2, id: 1, user_id: 1 },
-      },
-    ],
-    [
-      "prototype-named-fields",
-      { kind: "json", value: { ...baseline, valueOf: 1, toString: "x", hasOwnProperty: null, toJSON: {} } },
-    ],
-    ["proto-pollution", text(`{"__proto__":{"isAdmin":true,"role":"owner"},${json.slice(1)}`)],
-    ["constructor-pollution", { kind: "json", value: { ...baseline, constructor: { prototype: { isAdmin: true } } } }],
-  ];
-}
-
-function buildCases(op: Operation, fx: Fixtures, random: RandomPools): Omit<Case, "auth" | "bogus">[] {
-  const cases: Omit<Case, "auth" | "bogus">[] = [];
-  const basePath: Record<string, Segment> = Object.fromEntries(
-    op.pathParams.map((parameter) => [parameter.name, segment(realPathValue(op.path, parameter.name, fx))]),
+/** Requests sent, those accepted (2xx, a result, a started subscription), and problems found, per door. */
+class Tally {
+  readonly rows = new Map<Door, { sent: number; accepted: number; problems: Map<string, number> }>(
+    DOORS.map((door) => [door, { sent: 0, accepted: 0, problems: new Map() }]),
   );
-  const baseQuery: [string, Segment][] = op.queryParams.map((parameter) => [
-    parameter.name,
-    segment(realQueryValue(op, parameter.name, fx)),
-  ]);
-  const hasJsonBody = op.bodyType === "application/json";
-  const baseBody: Record<string, unknown> = hasJsonBody
-    ? Object.fromEntries(
-        Object.entries(op.bodySchema?.properties ?? {})
-          .map(([name, schema]) => [name, baselineField(op, name, schema, fx)] as const)
-          .filter(([, value]) => value !== MISSING),
-      )
-    : {};
-  const defaultBody: Body = hasJsonBody ? { kind: "json", value: baseBody } : { kind: "none" };
-  const allIds = [
-    fx.workspaceId,
-    fx.channelId,
-    fx.conversationId,
-    fx.channelMessageId,
-    fx.inviteId,
-    fx.patId,
-    fx.memberId,
-    fx.channelAttachmentId,
-  ];
-
-  const emit = (
-    mutation: string,
-    parts: { path?: Record<string, Segment>; query?: [string, Segment][]; body?: Body; lyingLength?: boolean } = {},
-  ) => {
-    const pathValues = { ...basePath, ...parts.path };
-    const query = parts.query ?? baseQuery;
-    const body = parts.body ?? defaultBody;
-    const url =
-      op.path.replace(/\{(\w+)\}/g, (_, name: string) => pathValues[name]!.encoded) +
-      (query.length ? `?${query.map(([key, value]) => `${enc(key)}=${value.encoded}`).join("&")}` : "");
-    const input: Record<string, unknown> = {};
-    for (const [name, value] of Object.entries(pathValues)) input[name] = value.raw;
-    for (const [name, value] of query) input[name] = value.raw;
-    if (body.kind === "json" && body.value !== null && typeof body.value === "object" && !Array.isArray(body.value)) {
-      Object.assign(input, body.value);
-    }
-    cases.push({
-      op,
-      mutation,
-      url,
-      body,
-      lyingLength: parts.lyingLength,
-      trpcInput:
-        body.kind === "raw" ? raw(typeof body.bytes === "string" ? body.bytes : body.bytes.toString("latin1")) : input,
-    });
-  };
-
-  emit("baseline");
-
-  // Path parameters.
-  for (const parameter of op.pathParams) {
-    for (const [label, rawValue, encoded] of SEGMENT_ODDITIES) {
-      emit(`path.${parameter.name}=${label}`, { path: { [parameter.name]: segment(rawValue, encoded) } });
-    }
-    const real = basePath[parameter.name]!.raw;
-    const otherKind = allIds.find((id) => id.split("_")[0] !== real.split("_")[0]) ?? "x";
-    emit(`path.${parameter.name}=other-kind-id`, { path: { [parameter.name]: segment(otherKind) } });
-    emit(`path.${parameter.name}=id+suffix`, { path: { [parameter.name]: segment(`${real}x`) } });
+  sent(door: Door) {
+    this.rows.get(door)!.sent++;
   }
-
-  // Query parameters: declared ones...
-  for (const parameter of op.queryParams) {
-    const others = baseQuery.filter(([name]) => name !== parameter.name);
-    for (const [label, rawValue, encoded] of SEGMENT_ODDITIES) {
-      emit(`query.${parameter.name}=${label}`, { query: [...others, [parameter.name, segment(rawValue, encoded)]] });
-    }
-    emit(`query.${parameter.name}=missing`, { query: others });
-    emit(`query.${parameter.name}=repeated`, {
-      query: [...others, [parameter.name, segment("1")], [parameter.name, segment("2")]],
-    });
-    emit(`query.${parameter.name}=bracket-array`, { query: [...others, [`${parameter.name}[]`, segment("1")]] });
-    emit(`query.${parameter.name}=bracket-object`, { query: [...others, [`${parameter.name}[a]`, segment("1")]] });
+  accepted(door: Door) {
+    this.rows.get(door)!.accepted++;
   }
-  // ...and unknown ones, on every operation.
-  for (const [label, rawValue, encoded] of SEGMENT_ODDITIES) {
-    if (JUNK_QUERY_LABELS.has(label)) {
-      emit(`query.unknown=${label}`, { query: [...baseQuery, ["unknown", segment(rawValue, encoded)]] });
-    }
+  problem(door: Door, kind: string) {
+    const problems = this.rows.get(door)!.problems;
+    problems.set(kind, (problems.get(kind) ?? 0) + 1);
   }
-  for (const key of ["__proto__", "constructor", "valueOf", "toString", "hasOwnProperty"]) {
-    emit(`query.prototype-key=${key}`, { query: [...baseQuery, [key, segment("1")]] });
+  total() {
+    return [...this.rows.values()].reduce((sum, row) => sum + row.sent, 0);
   }
-  // Past Node's 16 KiB header limit: answered by the HTTP parser, before any route.
-  emit("query.url-over-16KiB", { query: [...baseQuery, ["q", segment("u".repeat(20_000))]] });
-  emit("query.nul-key", { query: [...baseQuery, ["a\u0000b", segment("1")]] });
-  emit("query.many-params-1000", {
-    query: [...baseQuery, ...Array.from({ length: 1000 }, (_, i): [string, Segment] => [`p${i}`, segment("1")])],
-  });
-
-  // Body fields.
-  if (hasJsonBody) {
-    for (const [name, schema] of Object.entries(op.bodySchema?.properties ?? {})) {
-      for (const [label, value] of fieldMutations(schema)) {
-        const body = { ...baseBody };
-        if (value === MISSING) delete body[name];
-        else body[name] = value;
-        emit(`body.${name}=${label}`, { body: { kind: "json", value: body } });
-      }
-    }
+  problems(kind?: string) {
+    let count = 0;
+    for (const row of this.rows.values())
+      for (const [name, n] of row.problems) if (kind === undefined || name === kind) count += n;
+    return count;
   }
-
-  // The body as a whole.
-  if (op.bodyType === "multipart/form-data") {
-    for (const [label, body] of uploadBodies()) {
-      emit(label, { body });
-      // The same bytes written in pieces, so the parser sees a part begin before the body ends.
-      if (body.kind === "raw" && body.bytes.length > 0) emit(`${label}(in-pieces)`, { body: { ...body, pieces: 3 } });
-    }
-    emit("multipart:lying-content-length", { body: uploadBodies()[0]![1], lyingLength: true });
-  } else if (op.method !== "GET") {
-    for (const [label, body] of bodyLevelMutations(baseBody))
-      emit(hasJsonBody ? label : `unexpected-body:${label}`, { body });
-    emit("lying-content-length", { body: { kind: "json", value: baseBody }, lyingLength: true });
-  }
-
-  // Drawn by fast-check.
-  for (let i = 0; i < RANDOM_CASES_PER_OPERATION; i++) {
-    const draw = random.next();
-    const fields = Object.keys(op.bodySchema?.properties ?? {});
-    const where = draw.where % 4;
-    if (where === 0 && hasJsonBody && fields.length) {
-      const name = fields[draw.index % fields.length]!;
-      emit(`random.body.${name}#${draw.id}`, { body: { kind: "json", value: { ...baseBody, [name]: draw.json } } });
-    } else if (where === 1 && hasJsonBody) {
-      emit(`random.body.extra#${draw.id}`, {
-        body: { kind: "json", value: { ...baseBody, [draw.key]: draw.json } },
-      });
-    } else if (where === 2 && op.pathParams.length) {
-      const name = op.pathParams[draw.index % op.pathParams.length]!.name;
-      emit(`random.path.${name}#${draw.id}`, { path: { [name]: segment(draw.text) } });
-    } else {
-      const name = op.queryParams.length ? op.queryParams[draw.index % op.queryParams.length]!.name : draw.key || "q";
-      emit(`random.query.${op.queryParams.length ? name : "unknown"}#${draw.id}`, {
-        query: [...baseQuery.filter(([key]) => key !== name), [name, segment(draw.text)]],
-      });
-    }
-  }
-  return cases;
-}
-
-type Draw = { id: number; where: number; index: number; key: string; text: string; json: unknown };
-type RandomPools = { next(): Draw };
-
-function randomPools(seed: number, count: number): RandomPools {
-  const jsonArbitrary = fc.oneof(
-    fc.jsonValue({ maxDepth: 3 }),
-    fc.string({ unit: "binary", maxLength: 40 }),
-    fc.string({ unit: "grapheme", maxLength: 40 }),
-    fc.integer(),
-    fc.double(),
-    fc.bigInt({ min: -(2n ** 70n), max: 2n ** 70n }).map((value) => raw(value.toString())),
-    fc.array(fc.string({ unit: "binary", maxLength: 8 }), { maxLength: 5 }),
-  );
-  const textArbitrary = fc.oneof(
-    fc.string({ unit: "binary", maxLength: 40 }),
-    fc.string({ unit: "grapheme-composite", maxLength: 20 }),
-    fc.integer().map(String),
-    fc.double().map(String),
-    fc.bigInt({ min: -(2n ** 70n), max: 2n ** 70n }).map(String),
-  );
-  const draws = fc.sample(
-    fc.record({
-      where: fc.nat(),
-      index: fc.nat(),
-      key: fc.string({ unit: "binary", maxLength: 12 }),
-      text: textArbitrary,
-      json: jsonArbitrary,
-    }),
-    { seed, numRuns: count },
-  );
-  let position = 0;
-  return {
-    next() {
-      const draw = draws[position % draws.length]!;
-      return { id: position++, ...draw };
-    },
-  };
-}
-
-// ---------------------------------------------------------------------------------------------
-// Sending and judging
-
-type Outcome = { status?: number; text: string; error?: string };
-
-async function send(
-  base: string,
-  method: string,
-  url: string,
-  headers: Record<string, string>,
-  body: Body,
-  lyingLength = false,
-): Promise<Outcome> {
-  const requestHeaders: Record<string, string> = { Accept: "application/json", ...headers };
-  let bytes: string | Buffer | undefined;
-  if (body.kind === "json") {
-    bytes = serialize(body.value);
-    requestHeaders["Content-Type"] = body.contentType ?? "application/json";
-  } else if (body.kind === "raw") {
-    bytes = body.bytes;
-    if (body.contentType !== undefined) requestHeaders["Content-Type"] = body.contentType;
-  }
-  if (lyingLength) return sendLying(base, method, url, requestHeaders, Buffer.from(bytes ?? ""));
-  // Framed by its length whatever the method (node:http sends a DELETE body unframed otherwise).
-  if (bytes !== undefined) requestHeaders["Content-Length"] = String(Buffer.byteLength(bytes));
-  // One connection per request (no keep-alive): a reset is blamed on the request that caused it.
-  const { hostname, port } = new URL(base);
-  return new Promise((resolve) => {
-    const request = httpRequest(
-      { host: hostname, port, method, path: url, headers: requestHeaders, agent: false, timeout: REQUEST_TIMEOUT_MS },
-      (response) => {
-        const chunks: Buffer[] = [];
-        response.on("data", (chunk: Buffer) => chunks.push(chunk));
-        response.on("end", () =>
-          resolve({ status: response.statusCode, text: Buffer.concat(chunks).toString("utf8") }),
-        );
-        response.on("error", (error) => resolve({ text: "", error: `response: ${error.message}` }));
-      },
-    );
-    request.on("timeout", () => request.destroy(new Error(`no answer in ${REQUEST_TIMEOUT_MS} ms`)));
-    request.on("error", (error: NodeJS.ErrnoException) => resolve({ text: "", error: error.code ?? error.message }));
-    const pieces = body.kind === "raw" ? (body.pieces ?? 1) : 1;
-    if (bytes === undefined || pieces <= 1) {
-      request.end(bytes);
-      return;
-    }
-    const buffer = Buffer.from(bytes);
-    const size = Math.ceil(buffer.length / pieces);
-    void (async () => {
-      for (let offset = 0; offset < buffer.length; offset += size) {
-        request.write(buffer.subarray(offset, offset + size));
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      }
-      request.end();
-    })();
-  });
-}
-
-/** Declares the full length, sends half the bytes, then half-closes: a client that went away. */
-function sendLying(
-  base: string,
-  method: string,
-  url: string,
-  headers: Record<string, string>,
-  bytes: Buffer,
-): Promise<Outcome> {
-  const { hostname, port } = new URL(base);
-  return new Promise((resolve) => {
-    const socket = connect(Number(port), hostname);
-    const chunks: Buffer[] = [];
-    const finish = () => {
-      clearTimeout(timer);
-      socket.destroy();
-      const text = Buffer.concat(chunks).toString("utf8");
-      const status = /^HTTP\/1\.1 (\d{3})/.exec(text)?.[1];
-      resolve({ status: status ? Number(status) : undefined, text: text.split("\r\n\r\n").slice(1).join("\r\n\r\n") });
-    };
-    const timer = setTimeout(finish, 5000);
-    socket.on("data", (chunk) => chunks.push(chunk));
-    socket.on("close", finish);
-    socket.on("error", finish);
-    socket.on("connect", () => {
-      const head = [
-        `${method} ${url} HTTP/1.1`,
-        `Host: ${hostname}:${port}`,
-        ...Object.entries(headers).map(([name, value]) => `${name}: ${value}`),
-        `Content-Length: ${bytes.length + 64}`,
-        "Connection: close",
-      ].join("\r\n");
-      socket.write(`${head}\r\n\r\n`);
-      socket.write(bytes.subarray(0, Math.ceil(bytes.length / 2)));
-      socket.end();
-    });
-  });
-}
-
-const LEAK = /Failed query|insert into|\bselect\s[\s\S]*\bfrom\b|\$argon2|\bat .+\.(ts|js):\d+/i;
-
-/** What is wrong with a REST answer: a 5xx, an undocumented 4xx body, or no answer at all. */
-function restProblem(
-  outcome: Outcome,
-  lyingLength: boolean,
-): { kind: "5xx" | "shape" | "no-response"; detail: string } | undefined {
-  if (outcome.status === undefined) {
-    // A client that declared more bytes than it sent and went away may get no answer.
-    return lyingLength ? undefined : { kind: "no-response", detail: outcome.error ?? "no answer" };
-  }
-  if (outcome.status >= 500) return { kind: "5xx", detail: "server error" };
-  if (outcome.status < 400) return undefined;
-  let body: unknown;
-  try {
-    body = JSON.parse(outcome.text);
-  } catch {
-    return { kind: "shape", detail: "4xx body is not JSON" };
-  }
-  if (body === null || typeof body !== "object" || Array.isArray(body))
-    return { kind: "shape", detail: "4xx body is not an object" };
-  const { message, errors } = body as { message?: unknown; errors?: unknown };
-  if (typeof message !== "string") return { kind: "shape", detail: "no string `message`" };
-  if (outcome.status === 422) {
-    if (errors === null || typeof errors !== "object" || Array.isArray(errors)) {
-      return { kind: "shape", detail: "422 without an `errors` object" };
-    }
-    for (const [field, texts] of Object.entries(errors)) {
-      if (!Array.isArray(texts) || !texts.every((text) => typeof text === "string")) {
-        return { kind: "shape", detail: `errors.${field} is not an array of strings` };
-      }
-    }
-  }
-  if (LEAK.test(outcome.text)) return { kind: "shape", detail: "error body leaks SQL, a hash or a stack" };
-  return undefined;
-}
-
-type Failure = {
-  kind: string;
-  method: string;
-  path: string;
-  mutation: string;
-  status: string;
-  detail: string;
-  auth: string;
-  sent: string;
-  got: string;
-  count: number;
-};
-
-class FailureLog {
-  readonly byKey = new Map<string, Failure>();
-  add(failure: Omit<Failure, "count">) {
-    // Dedupe: one entry per (kind, method, path, mutation family, status).
-    const family = failure.mutation.replace(/#\d+$/, "");
-    const key = [failure.kind, failure.method, failure.path, family, failure.status].join(" ");
-    const known = this.byKey.get(key);
-    if (known) known.count++;
-    else this.byKey.set(key, { ...failure, mutation: family, count: 1 });
-  }
-  count(kind: string) {
-    return [...this.byKey.values()]
-      .filter((failure) => failure.kind === kind)
-      .reduce((sum, failure) => sum + failure.count, 0);
-  }
-  /**
-   * One entry per (kind, status, mutation, answer): the operations that failed the same way are
-   * listed together, with one request as the example.
-   */
-  render(limit = 150): string {
-    const groups = new Map<string, { first: Failure; operations: string[]; requests: number }>();
-    for (const failure of this.byKey.values()) {
-      const key = [
-        failure.kind,
-        failure.status,
-        failure.mutation,
-        failure.detail,
-        failure.got.replace(/\b[a-z]{2,4}_[0-9A-Z]{26}\b/g, "<id>"),
-      ].join("|");
-      const group = groups.get(key) ?? { first: failure, operations: [], requests: 0 };
-      group.operations.push(`${failure.method} ${failure.path}`);
-      group.requests += failure.count;
-      groups.set(key, group);
-    }
-    const list = [...groups.values()].sort(
-      (a, b) =>
-        a.first.kind.localeCompare(b.first.kind) ||
-        a.first.mutation.localeCompare(b.first.mutation) ||
-        a.first.path.localeCompare(b.first.path),
-    );
-    const lines = list.slice(0, limit).map(({ first, operations, requests }) => {
-      const where =
-        operations.length === 1 ? operations[0] : `${operations.length} operations: ${operations.join(", ")}`;
-      return (
-        `  [${first.kind}] ${first.status} mutation=${first.mutation}${first.detail ? ` (${first.detail})` : ""} ×${requests}\n` +
-        `      on:   ${where}\n      e.g.: ${first.sent} (auth=${first.auth})\n      got:  ${first.got}`
+  render(): string {
+    const kinds = ["5xx", "leak", "foreign", "no-answer"];
+    const line = (label: string, sent: number, accepted: number, counts: number[], other: number) =>
+      [
+        label.padEnd(38),
+        sent.toLocaleString("en").padStart(9),
+        accepted.toLocaleString("en").padStart(9),
+        ...counts.map((count) => String(count).padStart(9)),
+        String(other).padStart(7),
+      ].join(" ");
+    const lines = [
+      ["door".padEnd(38), "requests".padStart(9), "accepted".padStart(9), ...kinds.map((k) => k.padStart(9))]
+        .concat("other".padStart(7))
+        .join(" "),
+    ];
+    for (const [door, row] of this.rows) {
+      const other = [...row.problems].filter(([kind]) => !kinds.includes(kind)).reduce((sum, [, n]) => sum + n, 0);
+      lines.push(
+        line(
+          door,
+          row.sent,
+          row.accepted,
+          kinds.map((kind) => row.problems.get(kind) ?? 0),
+          other,
+        ),
       );
-    });
-    if (list.length > limit) lines.push(`  … and ${list.length - limit} more (see the JSON file)`);
+    }
+    const rows = [...this.rows.values()];
+    lines.push(
+      line(
+        "total",
+        this.total(),
+        rows.reduce((sum, row) => sum + row.accepted, 0),
+        kinds.map((kind) => this.problems(kind)),
+        this.problems() - kinds.reduce((sum, kind) => sum + this.problems(kind), 0),
+      ),
+    );
     return lines.join("\n");
   }
 }
 
-const excerpt = (text: string, length = 160) => {
-  const shown = JSON.stringify(text.length > length ? `${text.slice(0, length)}…(${text.length} chars)` : text);
-  return shown;
-};
-
-function describeSent(testCase: Case): string {
-  const body =
-    testCase.body.kind === "none"
-      ? "no body"
-      : testCase.body.kind === "json"
-        ? `json ${excerpt(serialize(testCase.body.value), 120)}`
-        : `${testCase.body.contentType ?? "no content-type"} ${excerpt(
-            typeof testCase.body.bytes === "string" ? testCase.body.bytes : testCase.body.bytes.toString("latin1"),
-            120,
-          )}`;
-  return `${testCase.op.method} ${excerpt(testCase.url, 160)} ${body}${testCase.lyingLength ? " (Content-Length +64, half sent)" : ""}`;
-}
-
-async function runPool<T>(items: T[], limit: number, work: (item: T) => Promise<void>) {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: limit }, async () => {
-      while (next < items.length) await work(items[next++]!);
-    }),
-  );
-}
-
-// ---------------------------------------------------------------------------------------------
-
-/** Ops whose success changes what the others rely on: sent after the rest. */
-const DESTRUCTIVE = (op: Operation) =>
-  op.method === "DELETE" ||
-  ["members-update", "auth-logout", "auth-webLogout", "auth-changePassword"].includes(op.name);
-/** Ops that revoke the caller's own token: each authenticated one gets a token of its own. */
-const REVOKES_OWN_TOKEN = new Set(["auth-logout", "auth-webLogout", "auth.logout", "auth.webLogout"]);
-
-describe("generated bad requests (from openapi.json)", () => {
-  let server: TestServer;
+describe("generated bad requests at every door (REST, tRPC over HTTP, tRPC over WebSocket)", () => {
+  let server: ServerProc;
+  let serverPid: number;
+  let database: { url: string; drop(): Promise<void> } | undefined;
   let api: RestClient;
   let fx: Fixtures;
+  let stranger: RegisteredUser;
   let operations: Operation[];
   let restCases: Case[];
-  const totals = {
-    rest: 0,
-    rest5xx: 0,
-    restShape: 0,
-    restNoAnswer: 0,
-    trpc: 0,
-    trpc5xx: 0,
-    trpcBad: 0,
-    trpcNoAnswer: 0,
+  let procedures: Procedure[];
+  let inputs: RpcInput[];
+  let secrets: Secret[];
+  const tally = new Tally();
+  const failures = new FailureLog();
+  /** Cases that delete or revoke what the others rely on: sent last, every door. */
+  const deferred = {
+    rest: [] as Case[],
+    http: [] as (HttpRpcCase & { auth: Auth; bogus: string })[],
+    ws: [] as WsCase[],
   };
+  const timings: string[] = [];
+  let tablePrinted = false;
 
   async function mintToken(): Promise<string> {
     const minted = await api.post(
@@ -1142,18 +249,69 @@ describe("generated bad requests (from openapi.json)", () => {
     return { Authorization: `Bearer ${revokesOwnToken ? await mintToken() : fx.owner.token}` };
   }
 
+  /**
+   * Auth for each of `count` cases, drawn from the seed: mostly the real user (`userShare` in
+   * 100), then nobody, then a bogus token.
+   */
+  function authPicks(seed: number, count: number, userShare = 70) {
+    const noneShare = userShare + Math.round((100 - userShare) * (2 / 3));
+    return fc
+      .sample(fc.tuple(fc.integer({ min: 0, max: 99 }), fc.nat()), { seed, numRuns: Math.max(1, count) })
+      .map(([roll, which]) => ({
+        auth: (roll < userShare ? "user" : roll < noneShare ? "none" : "bogus") as Auth,
+        bogus: BOGUS_AUTHORIZATIONS[which % BOGUS_AUTHORIZATIONS.length]!,
+      }));
+  }
+
+  function expectServerAlive() {
+    expect(server.proc().alive(), `the server process exited:\n${server.proc().tail(40)}`).toBe(true);
+    expect(server.proc().pid).toBe(serverPid);
+  }
+
+  /** Before the last phase nothing may have signed the owner out: the doors after it would only see 401s. */
+  async function expectOwnerSignedIn() {
+    const me = await api.get("/api/v1/me", { token: fx.owner.token });
+    expect(me.status, "the owner's token still works").toBe(200);
+  }
+
+  async function timed(label: string, work: () => Promise<void>) {
+    const started = Date.now();
+    await work();
+    timings.push(`${label} ${((Date.now() - started) / 1000).toFixed(1)}s`);
+  }
+
   beforeAll(async () => {
-    // FAULTS_LOG_LEVEL=error shows the server's own account of each 500.
-    server = await startTestServer({ LOG_LEVEL: process.env.FAULTS_LOG_LEVEL ?? "silent" });
+    database = process.env.DATABASE_URL ? await createDatabase(process.env.DATABASE_URL) : undefined;
+    const appKey = randomBytes(32).toString("base64url");
+    server = await startServer("generated-requests", {
+      APP_KEY: appKey,
+      HOST: "127.0.0.1",
+      LOG_LEVEL: process.env.FAULTS_LOG_LEVEL ?? "error",
+      // Push never leaves the machine (a closed port), as in test/helpers/server.ts.
+      PUSH_EXPO_URL: "http://127.0.0.1:9/--/api/v2/push/send",
+      ...(database && { DATABASE_URL: database.url }),
+      ...(process.env.REDIS_URL && {
+        REDIS_URL: process.env.REDIS_URL,
+        REDIS_PREFIX: `faults-${randomBytes(4).toString("hex")}`,
+      }),
+    });
+    serverPid = server.proc().pid;
     api = restClient(server.url);
-    const owner = await registerUser(api);
-    const other = await registerUser(api, { email: uniqueEmail("other") });
-    const { workspaceId, channelId } = await createWorkspaceWithGeneral(api, owner);
     const expect2xx = (what: string, response: { status: number; body: any }) => {
       if (response.status >= 300) throw new Error(`${what}: ${response.status} ${JSON.stringify(response.body)}`);
       return response.body;
     };
     const as = (user: RegisteredUser) => ({ token: user.token });
+    const upload = async (user: RegisteredUser, name: string, content: string) => {
+      const form = new FormData();
+      form.append("file", new Blob([content], { type: "text/plain" }), name);
+      return expect2xx("upload", await api.post("/api/v1/files", form, as(user))).data.id as string;
+    };
+
+    // The owner's places.
+    const owner = await registerUser(api);
+    const other = await registerUser(api, { email: uniqueEmail("other") });
+    const { workspaceId, channelId } = await createWorkspaceWithGeneral(api, owner);
     const extra = expect2xx(
       "channel",
       await api.post(`/api/v1/workspaces/${workspaceId}/channels`, { name: "fuzz extra" }, as(owner)),
@@ -1166,12 +324,10 @@ describe("generated bad requests (from openapi.json)", () => {
       "conversation",
       await api.post("/api/v1/direct-conversations", { participant_user_id: other.id }, as(owner)),
     );
-    const upload = async () => {
-      const form = new FormData();
-      form.append("file", new Blob(["fuzz attachment"], { type: "text/plain" }), "fuzz.txt");
-      return expect2xx("upload", await api.post("/api/v1/files", form, as(owner))).data.id as string;
-    };
-    const [channelAttachmentId, directAttachmentId] = [await upload(), await upload()];
+    const [channelAttachmentId, directAttachmentId] = [
+      await upload(owner, "fuzz.txt", "fuzz attachment"),
+      await upload(owner, "fuzz.txt", "fuzz attachment"),
+    ];
     const channelMessage = expect2xx(
       "message",
       await api.post(
@@ -1188,6 +344,97 @@ describe("generated bad requests (from openapi.json)", () => {
         as(owner),
       ),
     );
+    const room = expect2xx("room", await api.post("/api/v1/external/rooms", { name: "fuzz room" }, as(owner)));
+    const roomMessage = expect2xx(
+      "room message",
+      await api.post(`/api/v1/external/rooms/${room.data.room_id}/messages`, { content: "hey" }, as(owner)),
+    );
+
+    // A stranger's private places, each holding the marker word.
+    const marker = `zqmarker${randomBytes(6).toString("hex")}`;
+    stranger = await registerUser(api, { email: uniqueEmail("stranger") });
+    const confidant = await registerUser(api, { email: uniqueEmail("confidant") });
+    const privateWorkspace = expect2xx(
+      "private workspace",
+      await api.post("/api/v1/workspaces", { name: `Hidden ${marker}`, visibility: "private" }, as(stranger)),
+    );
+    const privateChannels = expect2xx(
+      "private channels",
+      await api.get(`/api/v1/workspaces/${privateWorkspace.data.id}/channels`, as(stranger)),
+    );
+    const hiddenGeneral = (privateChannels.data as { id: string; slug: string }[]).find((c) => c.slug === "general")!;
+    const hiddenAttachment = await upload(stranger, `${marker}.txt`, `contents ${marker}`);
+    const hiddenMessage = expect2xx(
+      "hidden message",
+      await api.post(
+        `/api/v1/workspaces/${privateWorkspace.data.id}/channels/${hiddenGeneral.id}/messages`,
+        { content: `private ${marker}`, attachment_ids: [hiddenAttachment] },
+        as(stranger),
+      ),
+    );
+    const hiddenInvite = expect2xx(
+      "hidden invite",
+      await api.post(`/api/v1/workspaces/${privateWorkspace.data.id}/invites`, {}, as(stranger)),
+    );
+    const hiddenMembers = expect2xx(
+      "hidden members",
+      await api.get(`/api/v1/workspaces/${privateWorkspace.data.id}/members`, as(stranger)),
+    );
+    const shared = expect2xx(
+      "shared workspace",
+      await api.post("/api/v1/workspaces", { name: "Shared fuzz", visibility: "public" }, as(stranger)),
+    );
+    expect2xx("join shared", await api.post(`/api/v1/workspaces/${shared.data.id}/join`, {}, as(owner)));
+    const privateChannel = expect2xx(
+      "private channel",
+      await api.post(
+        `/api/v1/workspaces/${shared.data.id}/channels`,
+        { name: `secret ${marker}`, visibility: "private" },
+        as(stranger),
+      ),
+    );
+    const privateChannelMessage = expect2xx(
+      "private channel message",
+      await api.post(
+        `/api/v1/workspaces/${shared.data.id}/channels/${privateChannel.data.id}/messages`,
+        { content: `whisper ${marker}` },
+        as(stranger),
+      ),
+    );
+    const hiddenConversation = expect2xx(
+      "hidden conversation",
+      await api.post("/api/v1/direct-conversations", { participant_user_id: confidant.id }, as(stranger)),
+    );
+    const hiddenDirectAttachment = await upload(stranger, `${marker}-dm.txt`, `contents ${marker}`);
+    const hiddenDirectMessage = expect2xx(
+      "hidden direct message",
+      await api.post(
+        `/api/v1/direct-conversations/${hiddenConversation.data.id}/messages`,
+        { content: `between us ${marker}`, attachment_ids: [hiddenDirectAttachment] },
+        as(stranger),
+      ),
+    );
+    const hiddenRoom = expect2xx(
+      "hidden room",
+      await api.post("/api/v1/external/rooms", { name: `den ${marker}` }, as(stranger)),
+    );
+    const hiddenRoomMessage = expect2xx(
+      "hidden room message",
+      await api.post(
+        `/api/v1/external/rooms/${hiddenRoom.data.room_id}/messages`,
+        { content: `in the den ${marker}` },
+        as(stranger),
+      ),
+    );
+    const strangerPat = expect2xx(
+      "stranger token",
+      await api.post("/api/v1/tokens", { name: "stranger", abilities: ["*"] }, as(stranger)),
+    );
+    // The premise: the owner sees the shared workspace, not the private channel in it.
+    const seen = await api.get(`/api/v1/workspaces/${shared.data.id}/channels`, as(owner));
+    expect(seen.status).toBe(200);
+    expect(JSON.stringify(seen.body)).not.toContain(marker);
+
     fx = {
       owner,
       other,
@@ -1203,259 +450,497 @@ describe("generated bad requests (from openapi.json)", () => {
       directMessageId: directMessage.data.id,
       channelAttachmentId,
       directAttachmentId,
+      roomId: room.data.room_id,
+      roomMessageId: roomMessage.data.id,
+      marker,
+      foreign: {
+        workspaceId: privateWorkspace.data.id,
+        channelId: hiddenGeneral.id,
+        channelMessageId: hiddenMessage.data.id,
+        channelAttachmentId: hiddenAttachment,
+        memberId: (hiddenMembers.data as { id: string; user_id: number }[]).find((m) => m.user_id === stranger.id)!.id,
+        inviteId: hiddenInvite.data.id,
+        sharedWorkspaceId: shared.data.id,
+        privateChannelId: privateChannel.data.id,
+        privateChannelMessageId: privateChannelMessage.data.id,
+        conversationId: hiddenConversation.data.id,
+        directMessageId: hiddenDirectMessage.data.id,
+        directAttachmentId: hiddenDirectAttachment,
+        roomId: hiddenRoom.data.room_id,
+        roomMessageId: hiddenRoomMessage.data.id,
+        patId: strangerPat.data.id,
+      },
     };
+    secrets = [
+      { label: "APP_KEY", value: appKey },
+      { label: "the stranger's token", value: stranger.token },
+      { label: "the stranger's personal access token", value: strangerPat.access_token },
+      { label: "the confidant's token", value: confidant.token },
+      { label: "the stranger's private words", value: marker },
+      { label: "the users' password", value: DEFAULT_PASSWORD },
+      { label: "the server's data folder", value: faultDir() },
+      ...(database ? [{ label: "the database's name", value: new URL(database.url).pathname.slice(1) }] : []),
+    ];
 
     const document = await api.get<OpenApiDocument>("/api/v1/openapi.json");
     operations = operationsOf(document.body);
     const random = randomPools(SEED, operations.length * RANDOM_CASES_PER_OPERATION);
-    const drafts = operations.flatMap((op) => buildCases(op, fx, random));
-    // Who sends each: mostly the real user, then nobody, then a bogus token (drawn from the seed).
-    const picks = fc.sample(fc.tuple(fc.integer({ min: 0, max: 99 }), fc.nat()), {
-      seed: SEED + 1,
-      numRuns: drafts.length,
-    });
-    restCases = drafts.map((draft, i) => {
-      const [roll, which] = picks[i]!;
-      const auth: Auth = draft.mutation === "baseline" || roll < 70 ? "user" : roll < 90 ? "none" : "bogus";
-      return { ...draft, auth, bogus: BOGUS_AUTHORIZATIONS[which % BOGUS_AUTHORIZATIONS.length]! };
-    });
+    const built = operations.flatMap((op) => buildCases(op, fx, random));
+    const drafts = [...built, ...undocumentedCases(operations, built)];
+    const picks = authPicks(SEED + 1, drafts.length);
+    restCases = drafts.map((draft, i): Case => ({
+      ...draft,
+      ...picks[i]!,
+      ...(draft.mutation === "baseline" && { auth: "user" as Auth }),
+    }));
+
+    procedures = proceduresOf(operations);
+    const restBaselines = new Map(
+      built
+        .filter((testCase) => testCase.mutation === "baseline")
+        .map((testCase) => [testCase.op.name, testCase as Case]),
+    );
+    inputs = rpcInputs(procedures, restBaselines, fx, SEED + 4);
     console.log(
-      `generated requests: seed ${SEED} (FAULTS_SEED to change), ${operations.length} operations, ${restCases.length} REST cases, ` +
-        `database ${process.env.DATABASE_URL ? "PostgreSQL" : "PGlite"}, redis ${process.env.REDIS_URL ? "yes" : "no"}`,
+      `generated requests: seed ${SEED} (FAULTS_SEED to change), ${operations.length} operations, ${procedures.length} procedures, ` +
+        `${restCases.length} REST cases, ${inputs.length} tRPC inputs, database ${database ? "PostgreSQL" : "PGlite"}, ` +
+        `redis ${process.env.REDIS_URL ? "yes" : "no"}, server pid ${serverPid}`,
     );
   });
 
   afterAll(async () => {
-    console.log(
-      `generated requests: ${totals.rest + totals.trpc} tried, ${totals.rest5xx + totals.trpc5xx} 5xx, ` +
-        `${totals.restShape + totals.trpcBad} bad shapes, ${totals.restNoAnswer + totals.trpcNoAnswer} unanswered ` +
-        `(REST ${totals.rest}: ${totals.rest5xx} 5xx, ${totals.restShape} bad shapes; ` +
-        `tRPC ${totals.trpc}: ${totals.trpc5xx} 5xx, ${totals.trpcBad} INTERNAL_SERVER_ERROR or leaks; seed ${SEED})`,
-    );
-    await server?.close();
-  });
-
-  it("covers every operation of the document", () => {
-    const covered = new Set(restCases.map((testCase) => `${testCase.op.method} ${testCase.op.path}`));
-    expect(operations.length).toBeGreaterThan(40);
-    for (const op of operations) expect(covered.has(`${op.method} ${op.path}`)).toBe(true);
-    expect(restCases.length).toBeGreaterThanOrEqual(MIN_REST_REQUESTS);
-  });
-
-  it("REST: no 5xx, and every 4xx is the documented error body", async () => {
-    const failures = new FailureLog();
-    const started = Date.now();
-    const timeByOperation = new Map<string, number>();
-    const work = async (testCase: Case) => {
-      const headers = await authorization(testCase, REVOKES_OWN_TOKEN.has(testCase.op.name));
-      const begun = Date.now();
-      const outcome = await send(
-        server.url,
-        testCase.op.method,
-        testCase.url,
-        headers,
-        testCase.body,
-        testCase.lyingLength,
-      );
-      timeByOperation.set(testCase.op.name, (timeByOperation.get(testCase.op.name) ?? 0) + Date.now() - begun);
-      totals.rest++;
-      const problem = restProblem(outcome, testCase.lyingLength ?? false);
-      if (!problem) return;
-      failures.add({
-        kind: problem.kind,
-        method: testCase.op.method,
-        path: testCase.op.path,
-        mutation: testCase.mutation,
-        status: String(outcome.status ?? "-"),
-        detail: problem.kind === "5xx" ? "" : problem.detail,
-        auth: testCase.auth,
-        sent: describeSent(testCase),
-        got: outcome.error ?? excerpt(outcome.text, 200),
-      });
-    };
-    // Everything that leaves the fixtures in place first, then what deletes or revokes.
-    await runPool(
-      restCases.filter((testCase) => !DESTRUCTIVE(testCase.op)),
-      CONCURRENCY,
-      work,
-    );
-    await runPool(
-      restCases.filter((testCase) => DESTRUCTIVE(testCase.op)),
-      CONCURRENCY,
-      work,
-    );
-    totals.rest5xx += failures.count("5xx");
-    totals.restShape += failures.count("shape");
-    totals.restNoAnswer += failures.count("no-response");
-
-    const seconds = ((Date.now() - started) / 1000).toFixed(1);
-    console.log(
-      `generated requests: ${totals.rest} tried, ${totals.rest5xx} 5xx, ${totals.restShape} bad shapes` +
-        ` (REST, ${totals.restNoAnswer} unanswered, ${seconds}s, seed ${SEED})`,
-    );
-    if (process.env.FAULTS_DEBUG) {
-      const slowest = [...timeByOperation].sort((a, b) => b[1] - a[1]).slice(0, 8);
-      console.log(
-        `slowest operations (ms summed over requests): ${slowest.map(([name, ms]) => `${name} ${ms}`).join(", ")}`,
-      );
-    }
+    if (tally.total() && !tablePrinted) console.log(`generated requests per door (seed ${SEED}):\n${tally.render()}`);
+    if (timings.length) console.log(`generated requests, time per door: ${timings.join(", ")}`);
     if (failures.byKey.size) {
       const file = path.join(tmpdir(), "generated-requests-failures.json");
       writeFileSync(file, JSON.stringify([...failures.byKey.values()], null, 2));
-      console.log(`distinct REST failures (${failures.byKey.size}; also in ${file}):\n${failures.render()}`);
+      console.log(`distinct failures (${failures.byKey.size}; also in ${file}):\n${failures.render()}`);
+      console.log(`server log (last lines):\n${server?.proc().tail(60)}`);
     }
-    expect(failures.byKey.size, "distinct failing REST requests (listed above)").toBe(0);
+    await stopAll();
+    await database?.drop();
   });
 
-  it("tRPC over HTTP: no INTERNAL_SERVER_ERROR, no SQL in error messages", async () => {
-    const procedures = Object.entries(appRouter._def.procedures as Record<string, any>).map(([name, procedure]) => ({
-      name,
-      type: procedure._def.type as string,
-    }));
-    type RpcCase = {
-      procedure: string;
-      type: string;
-      method: "GET" | "POST";
-      url: string;
-      body?: string | Buffer;
-      contentType?: string;
-      auth: Auth;
-      bogus: string;
-      label: string;
-    };
-    const rpcCases: RpcCase[] = [];
-    const inputUrl = (procedure: string, input: unknown) =>
-      `/trpc/${procedure}${input === undefined ? "" : `?input=${enc(serialize(input))}`}`;
+  /** Records a REST answer: its problem, and a 2xx for a stranger's place. */
+  async function sendRest(testCase: Case) {
+    const headers = await authorization(testCase, REVOKES_OWN_TOKEN.has(testCase.op.name));
+    const outcome = await send(
+      server.url,
+      testCase.op.method,
+      testCase.url,
+      headers,
+      testCase.body,
+      testCase.lyingLength,
+    );
+    tally.sent("REST /api/v1");
+    if (outcome.status !== undefined && outcome.status < 300) tally.accepted("REST /api/v1");
+    let problem = restProblem(outcome, testCase.lyingLength ?? false, secrets) as
+      { kind: string; detail: string } | undefined;
+    if (!problem && testCase.foreign && outcome.status !== undefined && outcome.status < 300)
+      problem = { kind: "foreign", detail: "a stranger's place answered 2xx" };
+    if (!problem) return;
+    const kind = problem.kind === "no-response" ? "no-answer" : problem.kind;
+    tally.problem("REST /api/v1", kind);
+    failures.add({
+      kind: `REST ${kind}`,
+      method: testCase.op.method,
+      path: testCase.op.path,
+      mutation: testCase.mutation,
+      status: String(outcome.status ?? "-"),
+      detail: problem.kind === "5xx" ? "" : problem.detail,
+      auth: testCase.auth,
+      sent: describeSent(testCase),
+      got: outcome.error ?? excerpt(outcome.text, 200),
+    });
+  }
 
-    // A sample of the REST inputs, through each procedure's own door and the other one.
+  const HTTP_DOOR: Record<HttpRpcCase["door"], Door> = {
+    get: "tRPC HTTP GET (queries)",
+    post: "tRPC HTTP POST (mutations)",
+    batch: "tRPC HTTP batched",
+    "other-method": "tRPC HTTP other methods",
+  };
+
+  async function sendHttpRpc(rpcCase: HttpRpcCase & { auth: Auth; bogus: string }) {
+    const headers = await authorization(rpcCase, rpcCase.revokesOwnToken);
+    const bytes = rpcCase.body?.();
+    const body: Body =
+      bytes === undefined ? { kind: "none" } : { kind: "raw", bytes, contentType: rpcCase.contentType };
+    const outcome = await send(server.url, rpcCase.method, rpcCase.url, headers, body);
+    const door = HTTP_DOOR[rpcCase.door];
+    tally.sent(door);
+    if (outcome.status !== undefined && outcome.status < 300) tally.accepted(door);
+    let problem: { kind: string; detail: string } | undefined;
+    if (outcome.status === undefined) problem = { kind: "no-answer", detail: outcome.error ?? "no answer" };
+    else if (outcome.status >= 500) problem = { kind: "5xx", detail: "" };
+    else if (/INTERNAL_SERVER_ERROR/.test(outcome.text)) problem = { kind: "5xx", detail: "INTERNAL_SERVER_ERROR" };
+    else {
+      const leak = leakIn(outcome.text, secrets);
+      if (leak) problem = { kind: "leak", detail: `the answer leaks ${leak}` };
+      else if (rpcCase.foreign && outcome.status < 300)
+        problem = { kind: "foreign", detail: "a stranger's place answered 2xx" };
+    }
+    if (!problem) return;
+    tally.problem(door, problem.kind);
+    const sentBody =
+      bytes === undefined ? "" : ` ${excerpt(typeof bytes === "string" ? bytes : bytes.toString("latin1"), 120)}`;
+    failures.add({
+      kind: `tRPC HTTP ${problem.kind}`,
+      method: rpcCase.method,
+      path: `/trpc/${rpcCase.procedure}`,
+      mutation: rpcCase.label,
+      status: String(outcome.status ?? "-"),
+      detail: problem.detail,
+      auth: rpcCase.auth,
+      sent: `${rpcCase.method} ${excerpt(rpcCase.url, 160)}${sentBody}`,
+      got: outcome.error ?? excerpt(outcome.text, 200),
+    });
+  }
+
+  function wsDoor(testCase: WsCase): Door {
+    switch (testCase.kind) {
+      case "call":
+        return "WS calls (query/mutation)";
+      case "subscription":
+        return testCase.foreign ? "WS subscriptions, stranger's places" : "WS subscriptions";
+      case "batch":
+        return "WS batch frames";
+      case "malformed":
+        return "WS malformed frames";
+      case "params":
+        return "WS connection params";
+      case "oversized":
+        return "WS frames over 1 MiB";
+    }
+  }
+
+  function wsFailure(testCase: WsCase, kind: string, detail: string, got: string) {
+    const door = wsDoor(testCase);
+    tally.problem(door, kind);
+    const frame = testCase.frame(1);
+    failures.add({
+      kind: `WS ${kind}`,
+      method: testCase.kind,
+      path: testCase.procedure,
+      mutation: testCase.label,
+      status: "-",
+      detail,
+      auth: testCase.auth,
+      sent: excerpt(typeof frame === "string" ? frame : `(binary) ${frame.toString("latin1")}`, 160),
+      got: excerpt(got, 200),
+    });
+  }
+
+  /** Sends one WebSocket case on `lane` (or a socket of its own) and judges what comes back. */
+  async function sendWs(testCase: WsCase, lane: () => Promise<WsLane>) {
+    tally.sent(wsDoor(testCase));
+    if (testCase.kind === "params" || testCase.kind === "oversized") {
+      const frames =
+        testCase.kind === "params"
+          ? [testCase.frame(1), clientFrames.request(1, "query", "me.get")]
+          : [clientFrames.connectionParams({ token: fx.owner.token }), testCase.frame(1)];
+      // A refused connection is answered `id: null` (then closed); one that is let in, anonymous, answers the request.
+      const answered = (texts: string[]) =>
+        texts.some((text) => /^\{"id":(null|1)\b/.test(text) && !/"type":"started"/.test(text));
+      const outcome = await oneShotSocket(server.url, frames, {
+        ...(testCase.kind === "params" && { until: answered }),
+        timeoutMs: WS_TIMEOUT_MS,
+      });
+      for (const text of outcome.texts) {
+        const problem = frameProblem(text, secrets);
+        if (problem) wsFailure(testCase, problem.kind, problem.detail, text);
+      }
+      if (outcome.error) wsFailure(testCase, "no-answer", `the socket did not open: ${outcome.error}`, "");
+      else if (testCase.kind === "params" && outcome.texts.length === 0)
+        wsFailure(testCase, "no-answer", `no frame (close ${outcome.closeCode})`, "");
+      else if (testCase.kind === "oversized" && outcome.closeCode !== 1009)
+        wsFailure(testCase, "close", `closed with ${outcome.closeCode}, not 1009`, outcome.texts.join(" "));
+      return;
+    }
+    const socket = await lane();
+    if (testCase.serial) {
+      const outcome = await socket.serial(testCase, WS_TIMEOUT_MS);
+      if (outcome.text === undefined) {
+        wsFailure(
+          testCase,
+          "no-answer",
+          outcome.closed === undefined ? "no answer" : `socket closed ${outcome.closed}`,
+          "",
+        );
+        return;
+      }
+      if (/"result":/.test(outcome.text)) tally.accepted(wsDoor(testCase));
+      const problem = frameProblem(outcome.text, secrets);
+      if (problem) wsFailure(testCase, problem.kind, problem.detail, outcome.text);
+      else if (testCase.foreign && !/"error"/.test(outcome.text))
+        wsFailure(testCase, "foreign", "a stranger's place answered without an error", outcome.text);
+      return;
+    }
+    const outcome = await socket.request(testCase, WS_TIMEOUT_MS);
+    if (outcome.started > 0 || outcome.frames.some((text) => /"result":\{"type":"data"/.test(text)))
+      tally.accepted(wsDoor(testCase));
+    for (const text of outcome.frames) {
+      const problem = frameProblem(text, secrets);
+      if (problem) wsFailure(testCase, problem.kind, problem.detail, text);
+    }
+    if (outcome.closed !== undefined) wsFailure(testCase, "no-answer", `socket closed ${outcome.closed}`, "");
+    else if (outcome.timedOut)
+      wsFailure(testCase, "no-answer", `no answer in ${WS_TIMEOUT_MS} ms`, outcome.frames.join(" "));
+    else if (testCase.foreign) {
+      if (outcome.data > 0) wsFailure(testCase, "foreign", "data from a stranger's place", outcome.frames.join(" "));
+      else if (outcome.started > 0 || outcome.errors === 0)
+        wsFailure(testCase, "foreign", "a stranger's place answered without an error", outcome.frames.join(" "));
+    }
+  }
+
+  /** Signed-in sockets (and one anonymous, one with a bogus token), reopened if the server closes one. */
+  async function openLanes() {
+    const tokens: (string | undefined)[] = [
+      ...Array.from({ length: WS_LANES }, () => fx.owner.token),
+      undefined,
+      "not-a-token",
+    ];
+    const lanes = await Promise.all(tokens.map((token) => WsLane.open(server.url, token, secrets)));
+    const reopening = new Map<number, Promise<WsLane>>();
+    const get = (index: number) => async () => {
+      const lane = lanes[index]!;
+      if (lane.open) return lane;
+      let opening = reopening.get(index);
+      if (!opening) {
+        opening = WsLane.open(server.url, tokens[index], secrets).then((fresh) => {
+          lanes[index] = fresh;
+          reopening.delete(index);
+          return fresh;
+        });
+        reopening.set(index, opening);
+      }
+      return opening;
+    };
+    return { lanes, get, user: WS_LANES, none: WS_LANES, bogus: WS_LANES + 1 };
+  }
+
+  /** The stranger writes in each private place while the sockets run: a subscription that got in would see it. */
+  function strangerChatter() {
+    let running = true;
+    const f = fx.foreign;
+    const places = [
+      `/api/v1/workspaces/${f.workspaceId}/channels/${f.channelId}/messages`,
+      `/api/v1/workspaces/${f.sharedWorkspaceId}/channels/${f.privateChannelId}/messages`,
+      `/api/v1/direct-conversations/${f.conversationId}/messages`,
+      `/api/v1/external/rooms/${f.roomId}/messages`,
+    ];
+    const loop = (async () => {
+      for (let n = 0; running; n++) {
+        await Promise.all(
+          places.map((place) =>
+            api.post(place, { content: `still private ${fx.marker} ${n}` }, { token: stranger.token }),
+          ),
+        );
+        await sleep(250);
+      }
+    })();
+    return async () => {
+      running = false;
+      await loop;
+    };
+  }
+
+  it("covers every operation of the document and every procedure of the router", () => {
+    const covered = new Set(restCases.map((testCase) => `${testCase.op.method} ${testCase.op.path}`));
+    expect(operations.length).toBeGreaterThan(40);
+    for (const op of operations) expect(covered.has(`${op.method} ${op.path}`)).toBe(true);
+    expect(procedures.length).toBeGreaterThan(50);
+    const withInputs = new Set(inputs.map((input) => input.procedure.path));
+    for (const procedure of procedures) expect(withInputs.has(procedure.path), procedure.path).toBe(true);
+    // Every live procedure gets a stranger's places, where it has any.
+    const foreign = new Set(inputs.filter((input) => input.foreign).map((input) => input.procedure.path));
+    for (const path of ["messages.onChannel", "direct.onConversation", "rooms.onRoom"])
+      expect(foreign.has(path)).toBe(true);
+  });
+
+  it("REST: no 5xx, every 4xx the documented error body, no leak, no stranger's place", async () => {
+    const before = failures.byKey.size;
+    const isDestructive = (testCase: Case) => DESTRUCTIVE(testCase.op);
+    deferred.rest = restCases.filter(isDestructive);
+    await timed("REST", () =>
+      runPool(
+        restCases.filter((testCase) => !isDestructive(testCase)),
+        CONCURRENCY,
+        sendRest,
+      ),
+    );
+    expectServerAlive();
+    await expectOwnerSignedIn();
+    expect(failures.byKey.size - before, "distinct failing REST requests (listed after the run)").toBe(0);
+  });
+
+  it("tRPC over HTTP: GET queries, POST mutations, batches; no 5xx, no INTERNAL_SERVER_ERROR, no leak", async () => {
+    const before = failures.byKey.size;
+    const cases: HttpRpcCase[] = [
+      ...httpSingleCases(inputs, SEED + 9, HTTP_INPUT_SHARE),
+      ...httpRawCases(procedures),
+      ...httpUnknownProcedureCases(unknownProcedureNames(procedures)),
+      ...httpBatchCases(inputs, procedures, SEED + 5),
+    ];
+    // A sample of the REST cases' inputs, through each procedure's own door (raw bodies included).
     const withProcedure = restCases.filter((testCase) => testCase.op.procedure);
-    const picks = fc.sample(fc.nat({ max: withProcedure.length - 1 }), { seed: SEED + 2, numRuns: TRPC_SAMPLE });
-    for (const index of picks) {
+    for (const index of fc.sample(fc.nat({ max: withProcedure.length - 1 }), {
+      seed: SEED + 2,
+      numRuns: TRPC_REST_SAMPLE,
+    })) {
       const testCase = withProcedure[index]!;
       const procedure = testCase.op.procedure!;
-      const body = serialize(testCase.trpcInput);
-      const base = { procedure: procedure.path, type: procedure.type, auth: testCase.auth, bogus: testCase.bogus };
-      const label = testCase.mutation;
-      const getUrl = inputUrl(procedure.path, testCase.trpcInput);
-      if (getUrl.length < 12_000) rpcCases.push({ ...base, method: "GET", url: getUrl, label });
-      const contentType = testCase.body.kind === "raw" ? testCase.body.contentType : "application/json";
-      rpcCases.push({ ...base, method: "POST", url: `/trpc/${procedure.path}`, body, contentType, label });
-    }
-    // Every procedure (the WebSocket-only ones too): drawn inputs, raw garbage, batches.
-    const drawn = fc.sample(fc.oneof(fc.jsonValue({ maxDepth: 3 }), fc.string({ unit: "binary", maxLength: 30 })), {
-      seed: SEED + 3,
-      numRuns: procedures.length * 6,
-    });
-    procedures.forEach((procedure, p) => {
-      if (procedure.type === "subscription") return;
       const base = {
-        procedure: procedure.name,
-        type: procedure.type,
-        bogus: BOGUS_AUTHORIZATIONS[p % BOGUS_AUTHORIZATIONS.length]!,
+        procedure: procedure.path,
+        label: `rest:${testCase.mutation}`,
+        destructive: DESTRUCTIVE(testCase.op),
+        revokesOwnToken: REVOKES_OWN_TOKEN.has(procedure.path),
       };
-      for (let i = 0; i < 6; i++) {
-        const input = drawn[p * 6 + i];
-        const auth: Auth = i % 3 === 2 ? "none" : "user";
-        rpcCases.push({
+      const body = serialize(testCase.trpcInput);
+      if (procedure.type === "query") {
+        const url = `/trpc/${procedure.path}?input=${enc(body)}`;
+        if (url.length < 12_000) cases.push({ ...base, door: "get", method: "GET", url });
+      } else {
+        const contentType = testCase.body.kind === "raw" ? testCase.body.contentType : "application/json";
+        cases.push({
           ...base,
-          auth,
+          door: "post",
           method: "POST",
-          url: `/trpc/${procedure.name}`,
-          body: serialize(input),
-          contentType: "application/json",
-          label: `random#${i}`,
-        });
-        rpcCases.push({ ...base, auth, method: "GET", url: inputUrl(procedure.name, input), label: `random#${i}` });
-      }
-      const garbage: [string, string | Buffer, string?][] = [
-        ["malformed-json", "{"],
-        ["nul-string", '{"workspace_id":"a\\u0000b","id":"\\u0000","name":"\\u0000"}'],
-        ["lone-surrogate", '{"workspace_id":"\\ud800","id":"\\udfff","name":"\\ud800"}'],
-        ["ids-2^31", '{"id":2147483648,"user_id":2147483648,"participant_user_id":9223372036854775808}'],
-        ["deep-5000", deepObject(5000)],
-        ["deep-array-100000", deepArray(100_000)],
-        ["text-plain", "{}", "text/plain"],
-        ["invalid-utf8", Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xff, 0xed, 0xa0, 0x80, 0x22, 0x7d])],
-      ];
-      for (const [label, body, contentType] of garbage) {
-        rpcCases.push({
-          ...base,
-          auth: "user",
-          method: "POST",
-          url: `/trpc/${procedure.name}`,
-          body,
-          contentType: contentType ?? "application/json",
-          label,
+          url: `/trpc/${procedure.path}`,
+          body: () => body,
+          contentType,
         });
       }
-      rpcCases.push({
-        ...base,
-        auth: "user",
-        method: "GET",
-        url: `/trpc/${procedure.name}?input=%7B`,
-        label: "get-malformed-input",
-      });
-      rpcCases.push({
-        ...base,
-        auth: "user",
-        method: "GET",
-        url: `/trpc/${procedure.name}?input=%ED%A0%80`,
-        label: "get-lone-surrogate-input",
-      });
-      rpcCases.push({
-        ...base,
-        auth: "user",
-        method: "GET",
-        url: `/trpc/${procedure.name},${procedure.name}?batch=1&input=${enc('{"0":{"id":"\\u0000"},"1":{"id":2147483648}}')}`,
-        label: "batch",
-      });
-    });
-
-    const failures = new FailureLog();
-    await runPool(rpcCases, CONCURRENCY, async (rpcCase) => {
-      const headers: Record<string, string> = await authorization(rpcCase, REVOKES_OWN_TOKEN.has(rpcCase.procedure));
-      const body: Body =
-        rpcCase.method === "GET"
-          ? { kind: "none" }
-          : { kind: "raw", bytes: rpcCase.body ?? "", contentType: rpcCase.contentType };
-      const outcome = await send(server.url, rpcCase.method, rpcCase.url, headers, body);
-      totals.trpc++;
-      let problem: string | undefined;
-      if (outcome.status === undefined) {
-        problem = `no answer: ${outcome.error}`;
-        totals.trpcNoAnswer++;
-      } else if (outcome.status >= 500) {
-        problem = "5xx";
-        totals.trpc5xx++;
-      } else if (/INTERNAL_SERVER_ERROR/.test(outcome.text)) {
-        problem = "INTERNAL_SERVER_ERROR";
-        totals.trpcBad++;
-      } else if (LEAK.test(outcome.text)) {
-        problem = "message leaks SQL, a hash or a stack";
-        totals.trpcBad++;
-      }
-      if (!problem) return;
-      failures.add({
-        kind: "trpc",
-        method: rpcCase.method,
-        path: `/trpc/${rpcCase.procedure}`,
-        mutation: rpcCase.label,
-        status: String(outcome.status ?? "-"),
-        detail: problem,
-        auth: rpcCase.auth,
-        sent: `${rpcCase.method} ${excerpt(rpcCase.url, 160)}${rpcCase.body !== undefined ? ` ${excerpt(typeof rpcCase.body === "string" ? rpcCase.body : rpcCase.body.toString("latin1"), 120)}` : ""}`,
-        got: outcome.error ?? excerpt(outcome.text, 200),
-      });
-    });
-    console.log(
-      `generated tRPC requests: ${rpcCases.length} tried, ${totals.trpc5xx} 5xx, ` +
-        `${totals.trpcBad} INTERNAL_SERVER_ERROR or leaks, ${totals.trpcNoAnswer} unanswered (seed ${SEED})`,
-    );
-    if (failures.byKey.size) {
-      const file = path.join(tmpdir(), "generated-requests-trpc-failures.json");
-      writeFileSync(file, JSON.stringify([...failures.byKey.values()], null, 2));
-      console.log(`distinct tRPC failures (${failures.byKey.size}; also in ${file}):\n${failures.render()}`);
     }
-    expect(failures.byKey.size, "distinct failing tRPC requests (listed above)").toBe(0);
+    const picks = authPicks(SEED + 3, cases.length);
+    const withAuth = cases.map((rpcCase, i) => ({ ...rpcCase, ...picks[i]! }));
+    deferred.http = withAuth.filter((rpcCase) => rpcCase.destructive || rpcCase.revokesOwnToken);
+    await timed("tRPC HTTP", () =>
+      runPool(
+        withAuth.filter((rpcCase) => !rpcCase.destructive && !rpcCase.revokesOwnToken),
+        CONCURRENCY,
+        sendHttpRpc,
+      ),
+    );
+    expectServerAlive();
+    await expectOwnerSignedIn();
+    expect(failures.byKey.size - before, "distinct failing tRPC HTTP requests (listed after the run)").toBe(0);
+  });
+
+  it("tRPC over WebSocket: calls, subscriptions (a stranger's places: an error frame, never data), batches, malformed frames", async () => {
+    const before = failures.byKey.size;
+    const inputCases = wsInputCases(inputs);
+    const calls = [...inputCases, ...wsMethodCases(procedures, inputs, unknownProcedureNames(procedures))];
+    const batches = wsBatchCases(calls, SEED + 6);
+    const malformed = [...wsMalformedCases(procedures, inputs, SEED + 7), ...wsOversizedCases(procedures, inputs)];
+    const params = wsParamsCases(BOGUS_AUTHORIZATIONS.map((value) => value.replace(/^\S+\s?/, "")));
+    // Who sends each call: mostly the owner's sockets; a share the anonymous and the bogus one.
+    const picks = authPicks(SEED + 8, calls.length, 90);
+    const all: WsCase[] = [
+      ...calls.map((testCase, i) =>
+        testCase.foreign || testCase.serial ? testCase : { ...testCase, auth: picks[i]!.auth },
+      ),
+      ...batches,
+      ...malformed,
+      ...params,
+    ];
+    deferred.ws = all.filter((testCase) => testCase.destructive || testCase.revokesOwnToken);
+    const now = all.filter((testCase) => !testCase.destructive && !testCase.revokesOwnToken);
+    // A stranger's places, from every signed-in socket.
+    const foreignSubscriptions = now.filter((testCase) => testCase.foreign && testCase.kind === "subscription");
+    const { lanes, get, none, bogus } = await openLanes();
+    const perLane: WsCase[][] = lanes.map(() => []);
+    let next = 0;
+    for (const testCase of now) {
+      if (testCase.kind === "params" || testCase.kind === "oversized") continue;
+      if (testCase.foreign && testCase.kind === "subscription") continue;
+      const index = testCase.auth === "none" ? none : testCase.auth === "bogus" ? bogus : next++ % WS_LANES;
+      perLane[index]!.push(testCase);
+    }
+    for (let index = 0; index < WS_LANES; index++) perLane[index]!.push(...foreignSubscriptions);
+    const alone = now.filter((testCase) => testCase.kind === "params" || testCase.kind === "oversized");
+    const stopChatter = strangerChatter();
+    try {
+      await timed("WebSocket", async () => {
+        await Promise.all([
+          ...perLane.map((cases, index) => runPool(cases, WS_WINDOW, (testCase) => sendWs(testCase, get(index)))),
+          runPool(alone, 4, (testCase) => sendWs(testCase, get(0))),
+        ]);
+      });
+      // Whatever a stranger's subscription that got in would still receive.
+      await sleep(1_000);
+    } finally {
+      await stopChatter();
+    }
+    for (const lane of lanes) {
+      for (const { text, problem } of lane.unexpected) {
+        tally.problem("WS calls (query/mutation)", problem.kind);
+        failures.add({
+          kind: `WS ${problem.kind}`,
+          method: "frame",
+          path: "(no request of its own)",
+          mutation: "-",
+          status: "-",
+          detail: problem.detail,
+          auth: "-",
+          sent: "-",
+          got: excerpt(text, 200),
+        });
+      }
+      if (lane.foreignData) {
+        tally.problem("WS subscriptions, stranger's places", "foreign");
+        failures.add({
+          kind: "WS foreign",
+          method: "subscription",
+          path: "(a stranger's place)",
+          mutation: "-",
+          status: "-",
+          detail: `${lane.foreignData} events of a stranger's place delivered`,
+          auth: "user",
+          sent: "-",
+          got: "-",
+        });
+      }
+      lane.close();
+    }
+    expectServerAlive();
+    await expectOwnerSignedIn();
+    expect(foreignSubscriptions.length * WS_LANES).toBeGreaterThan(100);
+    expect(failures.byKey.size - before, "distinct failing WebSocket frames (listed after the run)").toBe(0);
+  });
+
+  it("last, what deletes or revokes: REST, tRPC over HTTP, tRPC over WebSocket", async () => {
+    const before = failures.byKey.size;
+    await timed("deleting and revoking", async () => {
+      await runPool(deferred.rest, CONCURRENCY, sendRest);
+      await runPool(deferred.http, CONCURRENCY, sendHttpRpc);
+      const shared = await WsLane.open(server.url, fx.owner.token, secrets);
+      await runPool(deferred.ws, 8, async (testCase) => {
+        if (!testCase.revokesOwnToken) return sendWs(testCase, async () => shared);
+        // Each revoking request on a socket signed in with a token of its own.
+        const own = await WsLane.open(server.url, await mintToken(), secrets);
+        try {
+          await sendWs(testCase, async () => own);
+        } finally {
+          own.close();
+        }
+      });
+      shared.close();
+    });
+    expectServerAlive();
+    expect(failures.byKey.size - before, "distinct failing requests (listed after the run)").toBe(0);
+  });
+
+  it(`sent at least ${MIN_TOTAL_REQUESTS.toLocaleString("en")} requests, with no 5xx, no leak, and the server up throughout`, async () => {
+    console.log(`generated requests per door (seed ${SEED}):\n${tally.render()}`);
+    tablePrinted = true;
+    expectServerAlive();
+    const health = await fetch(`${server.url}/healthz`);
+    expect(health.status).toBe(200);
+    expect(tally.problems("5xx"), "answers at or above 500 / INTERNAL_SERVER_ERROR").toBe(0);
+    expect(tally.problems("leak"), "answers that leak").toBe(0);
+    expect(tally.problems("foreign"), "a stranger's places answered").toBe(0);
+    expect(tally.problems(), "problems of any kind").toBe(0);
+    expect(tally.total()).toBeGreaterThanOrEqual(MIN_TOTAL_REQUESTS);
   });
 });
