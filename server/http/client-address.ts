@@ -12,11 +12,9 @@
 //
 // Addresses are compared and returned unmapped: `::ffff:10.0.0.7` is 10.0.0.7, so it matches
 // IPv4 entries and ranges and counts against the same budget as the plain form.
-import { isIP } from "node:net";
 import type { IncomingMessage } from "node:http";
 import ipaddr from "ipaddr.js";
-
-type Address = ipaddr.IPv4 | ipaddr.IPv6;
+import { parseIpAddress as parseAddress, type IpAddress as Address } from "../ip-address.ts";
 
 /** The trusted proxies as parsed ranges, compiled once from the configuration's CIDR strings. */
 export type TrustedRanges = readonly (readonly [Address, number])[];
@@ -48,16 +46,6 @@ export function trustedRangesOf(config: { trustProxy: readonly string[] }): Trus
     compiled.set(config.trustProxy, ranges);
   }
   return ranges;
-}
-
-/** Strict address text only (no "127.1", no "0x7f.0.0.1"), unmapped; undefined when it is none. */
-function parseAddress(text: string): Address | undefined {
-  if (isIP(text) === 0) return undefined;
-  try {
-    return ipaddr.process(text);
-  } catch {
-    return undefined;
-  }
 }
 
 /**

@@ -10,7 +10,7 @@ import dns from "node:dns";
 import http from "node:http";
 import https from "node:https";
 import net from "node:net";
-import ipaddr from "ipaddr.js";
+import { parseIpAddress } from "../ip-address.ts";
 
 /** A target the guard refuses; `message` is safe to show to the webhook's owner and to store (e.g. "127.0.0.1 is a loopback address"). */
 export class RefusedTargetError extends Error {
@@ -31,14 +31,9 @@ const REASONS: Record<string, string> = {
 
 /** Why an address is refused, in plain words, or null when it is public. */
 export function refusalOf(address: string): string | null {
-  // net.isIP first: ipaddr.js also reads loose forms such as "127.1" that are not address text.
-  if (net.isIP(address) === 0) return "not an IP address";
-  let parsed: ipaddr.IPv4 | ipaddr.IPv6;
-  try {
-    parsed = ipaddr.process(address); // ::ffff:127.0.0.1 is judged as 127.0.0.1
-  } catch {
-    return "not an IP address";
-  }
+  // ::ffff:127.0.0.1 is judged as 127.0.0.1; loose forms ("127.1") are no address.
+  const parsed = parseIpAddress(address);
+  if (!parsed) return "not an IP address";
   const range = parsed.range();
   if (range !== "unicast") return REASONS[range] ?? "a reserved address";
   // ::a.b.c.d (IPv4-compatible, deprecated) is "unicast" to ipaddr.js, but some stacks tunnel it to IPv4.
