@@ -20,7 +20,7 @@ export type ProcedureMeta = OpenApiMeta<{
   /** The REST status on success (the contract: create 201, delete 204, others 200). */
   successStatus?: 200 | 201 | 204;
   /**
-   * Each call counts against this throttle bucket per client address; every answer (errors
+   * Public procedures only: each call counts against this throttle bucket per client address; every answer (errors
    * included) carries x-ratelimit-limit and x-ratelimit-remaining, and past the limit it is a 429.
    */
   rateLimitPerIp?: ThrottleBucket;
@@ -118,8 +118,10 @@ const rateLimit = t.middleware(async ({ ctx, meta, next }) => {
 const base = t.procedure.use(mapErrors);
 // The text check comes after authentication, as input validation does: a caller without a
 // valid token learns 401 first.
+// Per-address limits are for public procedures (the invite preview): an authed procedure,
+// the post among them, pays for no middleware it never uses.
 export const publicProcedure = base.use(refuseUnsafeText).use(rateLimit);
-export const authedProcedure = base.use(requireAuth).use(refuseUnsafeText).use(rateLimit);
+export const authedProcedure = base.use(requireAuth).use(refuseUnsafeText);
 
 /** Each procedure's path and meta (for the REST statuses and the OpenAPI document). */
 export function procedureMetas(appRouter: { _def: { procedures: object } }): { path: string; meta: ProcedureMeta }[] {
