@@ -552,6 +552,19 @@ export function answersWithNullId(text: string): boolean {
   }
 }
 
+/** A frame that is no valid request, sent on its own and harmless to the caller's account. */
+function malformedCase(procedure: string, label: string, frame: WsCase["frame"]): WsCase {
+  return wsCase({
+    kind: "malformed",
+    procedure,
+    label,
+    frame,
+    serial: true,
+    destructive: false,
+    revokesOwnToken: false,
+  });
+}
+
 function wsCase(
   partial: Omit<WsCase, "serial" | "size" | "auth"> & { size?: number; auth?: WsAuth; serial?: boolean },
 ): WsCase {
@@ -636,24 +649,14 @@ export function wsMalformedCases(procedures: Procedure[], inputs: RpcInput[], se
   });
   procedures.forEach((procedure, p) => {
     if (procedure.destructive || procedure.revokesOwnToken) return;
-    const request = (id: number) =>
-      JSON.parse(requestFrame(id, procedure.type, procedure.path, baselines.get(procedure.path))) as Record<
-        string,
-        any
-      >;
+    const baselineFrame = (id: number) =>
+      requestFrame(id, procedure.type, procedure.path, baselines.get(procedure.path));
+    const request = (id: number) => JSON.parse(baselineFrame(id)) as Record<string, any>;
     const envelope = (label: string, change: (request: Record<string, any>) => unknown, binary = false) =>
       cases.push(
-        wsCase({
-          kind: "malformed",
-          procedure: procedure.path,
-          label,
-          frame: (id) => {
-            const text = JSON.stringify(change(request(id)));
-            return binary ? Buffer.from(text) : text;
-          },
-          serial: true,
-          destructive: false,
-          revokesOwnToken: false,
+        malformedCase(procedure.path, label, (id) => {
+          const text = JSON.stringify(change(request(id)));
+          return binary ? Buffer.from(text) : text;
         }),
       );
     envelope("id=object", (r) => ({ ...r, id: { nested: r.id } }));
@@ -678,42 +681,14 @@ export function wsMalformedCases(procedures: Procedure[], inputs: RpcInput[], se
     for (let c = 0; c < 3; c++) {
       const cut = cuts[p * 3 + c]!;
       cases.push(
-        wsCase({
-          kind: "malformed",
-          procedure: procedure.path,
-          label: `truncated@${cut.toFixed(2)}`,
-          frame: (id) => {
-            const text = requestFrame(id, procedure.type, procedure.path, baselines.get(procedure.path));
-            return text.slice(0, Math.max(1, Math.floor(text.length * cut)));
-          },
-          serial: true,
-          destructive: false,
-          revokesOwnToken: false,
+        malformedCase(procedure.path, `truncated@${cut.toFixed(2)}`, (id) => {
+          const text = baselineFrame(id);
+          return text.slice(0, Math.max(1, Math.floor(text.length * cut)));
         }),
       );
     }
-    cases.push(
-      wsCase({
-        kind: "malformed",
-        procedure: procedure.path,
-        label: "trailing-garbage",
-        frame: (id) => `${requestFrame(id, procedure.type, procedure.path, baselines.get(procedure.path))}}x`,
-        serial: true,
-        destructive: false,
-        revokesOwnToken: false,
-      }),
-    );
-    cases.push(
-      wsCase({
-        kind: "malformed",
-        procedure: procedure.path,
-        label: "utf8-bom",
-        frame: (id) => `\ufeff${requestFrame(id, procedure.type, procedure.path, baselines.get(procedure.path))}`,
-        serial: true,
-        destructive: false,
-        revokesOwnToken: false,
-      }),
-    );
+    cases.push(malformedCase(procedure.path, "trailing-garbage", (id) => `${baselineFrame(id)}}x`));
+    cases.push(malformedCase(procedure.path, "utf8-bom", (id) => `\ufeff${baselineFrame(id)}`));
   });
   for (const [label, text] of [
     ["not-json", "{not json"],
@@ -725,17 +700,7 @@ export function wsMalformedCases(procedures: Procedure[], inputs: RpcInput[], se
     ["deep-object-10000", deepObject(10_000)],
     ["unterminated-100000", "[".repeat(100_000)],
   ] as const) {
-    cases.push(
-      wsCase({
-        kind: "malformed",
-        procedure: "(frame)",
-        label,
-        frame: () => text,
-        serial: true,
-        destructive: false,
-        revokesOwnToken: false,
-      }),
-    );
+    cases.push(malformedCase("(frame)", label, () => text));
   }
   return cases;
 }
