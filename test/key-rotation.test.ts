@@ -15,6 +15,7 @@ import { restClient, type RestClient } from "./helpers/api.ts";
 import { createWorkspaceWithGeneral, registerUser, type RegisteredUser } from "./helpers/factories.ts";
 import { startFakeExpo, type FakeExpo } from "./helpers/push.ts";
 import { startReceiver, verify, type Receiver } from "./helpers/receiver.ts";
+import { storedSealedValues } from "./helpers/sealed.ts";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
 import { startFakeSmtp, type CapturedMail, type FakeSmtp } from "./helpers/smtp.ts";
 import { until } from "./helpers/wait.ts";
@@ -93,16 +94,6 @@ async function directMessage(content: string) {
 }
 
 const pushesToBob = () => expo.received.filter((push) => push.to === before.pushToken);
-
-/** Every sealed column's values, to see which key sealed them. */
-async function sealedValues(): Promise<string[]> {
-  const rows = await server.app.deps.db.execute<{ value: string }>(sql`
-    select token_sealed as value from push_devices
-    union all select secret_sealed from inbound_webhooks
-    union all select signing_secret_sealed from inbound_webhooks
-    union all select secret_sealed from outbound_webhooks`);
-  return rowsOf<{ value: string }>(rows).map((row) => row.value);
-}
 
 beforeAll(async () => {
   [smtp, expo, receiver] = await Promise.all([startFakeSmtp(), startFakeExpo(), startReceiver()]);
@@ -264,7 +255,7 @@ describe("APP_KEY rotated, the old key in APP_KEY_PREVIOUS", () => {
     const report = await runAdminCommand({ db, clock, keys, logger: createLogger("silent") }, ["keys:rotate"]);
     expect(report).toContain("push device tokens: ");
     expect(report).toContain("Every stored secret is sealed under the current APP_KEY.");
-    const values = await sealedValues();
+    const values = await storedSealedValues(server.app.deps.db);
     expect(values.length).toBeGreaterThanOrEqual(4);
     for (const value of values) expect(newKeys.isCurrent(value)).toBe(true);
     // Nothing is left for a second run.

@@ -16,6 +16,7 @@ import { loadReleaseFixture, RELEASE_FIXTURE_SECRETS } from "./fixtures/release-
 import { restClient, type RestClient } from "./helpers/api.ts";
 import { startFakeExpo, type FakeExpo } from "./helpers/push.ts";
 import { startReceiver, verify, type Receiver } from "./helpers/receiver.ts";
+import { storedSealedValues } from "./helpers/sealed.ts";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
 import { startFakeSmtp, type FakeSmtp } from "./helpers/smtp.ts";
 import { until } from "./helpers/wait.ts";
@@ -202,15 +203,9 @@ describe("a database of the first release, opened with the same APP_KEY", () => 
     const { db, clock, keys } = server.app.deps;
     const report = await runAdminCommand({ db, clock, keys, logger: createLogger("silent") }, ["keys:rotate"]);
     expect(report).toContain("Every stored secret is sealed under the current APP_KEY.");
-    const sealed = rowsOf<{ value: string }>(
-      await db.execute(sql`
-        select token_sealed as value from push_devices
-        union all select secret_sealed from inbound_webhooks
-        union all select signing_secret_sealed from inbound_webhooks
-        union all select secret_sealed from outbound_webhooks`),
-    );
+    const sealed = await storedSealedValues(db);
     expect(sealed.length).toBe(fixture.push_devices.length + 2 * fixture.inbound_webhooks.length + 1);
-    for (const { value } of sealed) expect(keys.isCurrent(value)).toBe(true);
+    for (const value of sealed) expect(keys.isCurrent(value)).toBe(true);
     const listed = await api.get(`/api/v1/workspaces/${fixture.workspace.id}/webhooks`, { token: tokenOf("alice") });
     expect(listed.body.data.map((row: { secret: string }) => row.secret).sort()).toEqual(
       fixture.inbound_webhooks.map((hook) => hook.secret).sort(),
