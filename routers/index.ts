@@ -17,6 +17,7 @@ import { notificationPreferencesRouter } from "./notification-preferences.ts";
 import { otpRouter } from "./otp.ts";
 import { outboundWebhooksRouter } from "./outbound-webhooks.ts";
 import { passwordResetRouter } from "./password-reset.ts";
+import { presenceRouter } from "./presence.ts";
 import { readStateRouter } from "./read-state.ts";
 import { roomsRouter } from "./rooms.ts";
 import { searchRouter } from "./search.ts";
@@ -49,6 +50,7 @@ export const appRouter = router({
   notificationPreferences: notificationPreferencesRouter,
   readState: readStateRouter,
   search: searchRouter,
+  presence: presenceRouter,
 });
 
 export type AppRouter = typeof appRouter;

@@ -1,6 +1,8 @@
 // Builds the service from a Config: database, Redis, queues, event bus, the HTTP host and the
 // WebSocket server. Used by `npm start`, by `npm run worker` (workers only) and by the tests.
+import { randomUUID } from "node:crypto";
 import { createServer, STATUS_CODES, type Server } from "node:http";
+import { hostname } from "node:os";
 import type { Duplex } from "node:stream";
 import type { AddressInfo } from "node:net";
 import { WebSocketServer } from "ws";
@@ -34,6 +36,7 @@ import { createMailTransport } from "./mail/transport.ts";
 import { createRedis, REDIS_COMMAND_TIMEOUT_MS } from "./redis.ts";
 import { within } from "./timeout.ts";
 import { CredentialWatch } from "./services/accounts/credential-watch.ts";
+import { Presence } from "./services/presence/presence.ts";
 import { createSingleUseStore } from "./services/single-use-store.ts";
 import { SocialProviders } from "./services/social/providers.ts";
 import { createPushProviders } from "./services/push/providers/index.ts";
@@ -113,6 +116,15 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
   const consumers = createConsumers({ db: database.db, clock, logger, config });
   const relay = new EventRelay({ database, events, clock, logger, consumers });
   const credentials = new CredentialWatch({ db: database.db, events, clock, logger });
+  const presence = new Presence({
+    db: database.db,
+    clock,
+    logger,
+    events,
+    redis,
+    config,
+    processId: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
+  });
   const deps: Deps = {
     config,
     keys: new Keyring(config.appKey, config.previousAppKeys),
@@ -124,6 +136,7 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
     events,
     relay,
     credentials,
+    presence,
     throttle: createThrottle({ redis, prefix: config.redisPrefix, webhookQuotaPerHour: config.webhookQuotaPerHour }),
     singleUse: createSingleUseStore({ redis, prefix: config.redisPrefix, db: database.db, clock }),
     social: new SocialProviders(config.socialProviders, logger),
@@ -141,6 +154,7 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
   jobOutbox.start();
   // Not awaited: start-up must not wait for Redis.
   credentials.start().catch((error: unknown) => logger.warn({ err: error }, "could not watch credentials"));
+  presence.start().catch((error: unknown) => logger.warn({ err: error }, "could not start presence"));
   return {
     deps,
     database,
@@ -154,6 +168,8 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
       // open, and its consumers write their work (and jobs), which the outbox hands over next.
       await relay.close();
       credentials.close();
+      // Its connections are closed by now: it says so to the others and writes last seen.
+      await presence.close();
       // The outbox before the queue: it hands over what is committed while the queue is open.
       await jobOutbox.close();
       await jobs.close();
@@ -231,15 +247,23 @@ export async function startApp(config: Config, options: AppOptions = {}): Promis
   const wsHandler = serveTrpcOverWebSocket({
     wss,
     router: appRouter,
-    createContext: (req, connectionParams) => createWsContext(deps, req, connectionParams),
+    createContext: (req, connectionParams, signingIn) => createWsContext(deps, req, connectionParams, signingIn),
     // A connection opened with a credential that is then revoked is closed (its subscriptions
     // have ended with UNAUTHORIZED just before, through the same watch).
+    // A signed-in connection is its user's live connection while it is open (presence).
     watchConnection: ({ auth }, close) => {
       if (!auth) return;
       const { token } = auth;
-      return deps.credentials.track({ userId: auth.user.id, tokenId: token.id, expiresAt: token.expiresAt }, () =>
-        setImmediate(() => close(CLOSE_CODES.revoked, "credential revoked")),
+      const stopWatching = deps.credentials.track(
+        { userId: auth.user.id, tokenId: token.id, expiresAt: token.expiresAt },
+        () => setImmediate(() => close(CLOSE_CODES.revoked, "credential revoked")),
       );
+      const disconnect = deps.presence.connect(auth.user.id);
+      return () => {
+        stopWatching();
+        disconnect();
+        deps.credentials.connectionClosed(token.id);
+      };
     },
     keepAlive: { pingMs: 30_000, pongWaitMs: 5_000 },
     onError: (error, path) => {

@@ -103,6 +103,8 @@ const PORT_EXPECTED = "must be a port number: a whole number from 0 to 65535";
 export const MAX_WEB_CONCURRENCY = 64;
 const WEB_CONCURRENCY_EXPECTED = `must be a number of server processes: a whole number from 1 to ${MAX_WEB_CONCURRENCY}`;
 
+const PRESENCE_OFFLINE_EXPECTED = "must be a number of seconds: a whole number from 1 to 600";
+
 const envSchema = z.object({
   PORT: z.coerce
     .number({ error: PORT_EXPECTED })
@@ -151,6 +153,12 @@ const envSchema = z.object({
   PUSH_APNS_TOPIC: optionalString,
   PUSH_APNS_CA: optionalString,
   WEBHOOK_QUOTA_PER_HOUR: positiveInt(1000),
+  PRESENCE_OFFLINE_AFTER_SECONDS: z.coerce
+    .number({ error: PRESENCE_OFFLINE_EXPECTED })
+    .int({ error: PRESENCE_OFFLINE_EXPECTED })
+    .min(1, { error: PRESENCE_OFFLINE_EXPECTED })
+    .max(600, { error: PRESENCE_OFFLINE_EXPECTED })
+    .default(30),
   OUTBOUND_ALLOW_PRIVATE: flag(false),
   STORAGE_DRIVER: oneOf(["local", "s3"]).default("local"),
   S3_ENDPOINT: httpUrl(),
@@ -353,6 +361,8 @@ const configSchema = z.looseObject(envSchema.shape).transform((e) => {
       apnsCa: e.PUSH_APNS_CA,
     },
     webhookQuotaPerHour: e.WEBHOOK_QUOTA_PER_HOUR,
+    /** How long a user stays `online` after their last live connection closed (docs/presence.md). */
+    presenceOfflineAfterSeconds: e.PRESENCE_OFFLINE_AFTER_SECONDS,
     outboundAllowPrivate: e.OUTBOUND_ALLOW_PRIVATE,
     storage: {
       driver: e.STORAGE_DRIVER,

@@ -18,6 +18,8 @@ export type RequestContext = {
   language: Language | undefined;
   origin: string | undefined;
   auth: Auth | null;
+  /** Which door the request came through: a subscription over "http" is an SSE stream. */
+  door: "http" | "websocket";
   response: ResponseOverrides;
 };
 
@@ -57,10 +59,19 @@ export function clientIp(req: IncomingMessage, config: { trustProxy: readonly st
   return requestClientAddress(req, trustedRangesOf(config));
 }
 
-async function authenticate(deps: Deps, plaintext: string | undefined, via: Auth["via"]): Promise<Auth | null> {
+async function authenticate(
+  deps: Deps,
+  plaintext: string | undefined,
+  via: Auth["via"],
+  options: { liveConnection?: boolean } = {},
+): Promise<Auth | null> {
   if (!plaintext) return null;
   try {
-    const resolved = await resolveToken(deps.db, plaintext, deps.clock.now());
+    const lookUp = () => resolveToken(deps.db, plaintext, deps.clock.now());
+    // A live connection's sign-in may be one remembered from its reconnecting client (credential-watch.ts).
+    const resolved = options.liveConnection
+      ? await deps.credentials.signInConnection(plaintext, lookUp)
+      : await lookUp();
     return resolved ? { ...resolved, via } : null;
   } catch (error) {
     // Before any procedure runs, so the procedures' error mapping cannot see it: an unreachable
@@ -70,13 +81,14 @@ async function authenticate(deps: Deps, plaintext: string | undefined, via: Auth
   }
 }
 
-function contextFor(deps: Deps, req: IncomingMessage, auth: Auth | null): RequestContext {
+function contextFor(deps: Deps, req: IncomingMessage, auth: Auth | null, door: RequestContext["door"]): RequestContext {
   return {
     deps,
     ip: clientIp(req, deps.config),
     language: acceptedLanguage(req.headers["accept-language"]),
     origin: req.headers.origin,
     auth,
+    door,
     response: { headers: {} },
   };
 }
@@ -86,21 +98,26 @@ export async function createHttpContext(
   req: IncomingMessage,
   connectionToken?: string,
 ): Promise<RequestContext> {
-  if (connectionToken) return contextFor(deps, req, await authenticate(deps, connectionToken, "connection"));
+  if (connectionToken) return contextFor(deps, req, await authenticate(deps, connectionToken, "connection"), "http");
   const bearer = bearerToken(req);
   const auth = bearer
     ? await authenticate(deps, bearer, "bearer")
     : await authenticate(deps, readCookie(req.headers.cookie, SESSION_COOKIE), "cookie");
-  return contextFor(deps, req, auth);
+  return contextFor(deps, req, auth, "http");
 }
 
-/** WebSocket connections authenticate once, with connection params `{ token }`. */
+/**
+ * WebSocket connections sign in with connection params `{ token }`: the connection itself
+ * (`signingIn`, which may be a reconnect's remembered sign-in) and each of its requests.
+ */
 export async function createWsContext(
   deps: Deps,
   req: IncomingMessage,
   connectionParams: Record<string, string | undefined> | null,
+  signingIn = false,
 ): Promise<RequestContext> {
-  return contextFor(deps, req, await authenticate(deps, connectionParams?.token, "connection"));
+  const auth = await authenticate(deps, connectionParams?.token, "connection", { liveConnection: signingIn });
+  return contextFor(deps, req, auth, "websocket");
 }
 
 export function appendResponseHeader(ctx: RequestContext, name: string, value: string): void {

@@ -10,6 +10,7 @@ import type { JobOutbox } from "./jobs/outbox.ts";
 import type { Keyring } from "./keyring.ts";
 import type { Logger } from "./logger.ts";
 import type { CredentialWatch } from "./services/accounts/credential-watch.ts";
+import type { Presence } from "./services/presence/presence.ts";
 import type { SingleUseStore } from "./services/single-use-store.ts";
 import type { SocialProviders } from "./services/social/providers.ts";
 import type { Throttle } from "./services/throttle.ts";
@@ -34,6 +35,8 @@ export type Deps = {
   relay: Pick<EventRelay, "wake" | "flush">;
   /** Ends connections and live streams whose credential is revoked. */
   credentials: CredentialWatch;
+  /** Who is connected (live state in Redis or memory), presence watchers, last seen (docs/presence.md). */
+  presence: Presence;
   throttle: Throttle;
   /** Short-lived single-use values (OAuth state): Redis when configured, else the database. */
   singleUse: SingleUseStore;

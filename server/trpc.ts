@@ -9,7 +9,7 @@ import { throttled, unauthenticated } from "./errors.ts";
 import { findUnsafeText, unsafeTextError } from "./input-text.ts";
 import type { ThrottleBucket } from "./services/throttle.ts";
 import { appErrorOf, appErrorToTRPC, SERVER_ERROR_MESSAGE, unavailableDependency } from "./trpc-errors.ts";
-import { TrackedLiveStream } from "./trpc-live.ts";
+import { liveStreamOf } from "./trpc-live.ts";
 
 export type ProcedureMeta = OpenApiMeta<{
   /**
@@ -76,14 +76,17 @@ const requireAuth = t.middleware(async ({ ctx, meta, type, next }) => {
   });
   const result = await next({ ctx: { ...ctx, auth } });
   // A live stream, over WebSocket or SSE, lasts only as long as the credential that opened it.
-  if (result.ok && result.data instanceof TrackedLiveStream) {
-    const { subscription } = result.data;
+  const live = result.ok ? liveStreamOf(result.data) : undefined;
+  if (live) {
     const { token } = auth;
     const stopWatching = ctx.deps.credentials.track(
       { userId: auth.user.id, tokenId: token.id, expiresAt: token.expiresAt },
-      () => subscription.fail(unauthenticated()),
+      () => live.fail(unauthenticated()),
     );
-    subscription.onClose(stopWatching);
+    live.onClose(stopWatching);
+    // An SSE stream is a live connection of its user while it is open (a WebSocket is counted
+    // once per connection, by its host).
+    if (ctx.door === "http") live.onClose(ctx.deps.presence.connect(auth.user.id));
   }
   return result;
 });

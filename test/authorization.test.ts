@@ -1360,6 +1360,24 @@ const WALK: Walk = {
 
   // ---- live ----
   "events.onUser": [{ input: () => undefined }],
+  "presence.get": [{ input: () => undefined }],
+  "presence.update": [{ input: () => ({ status_text: "Walking" }) }],
+  "presence.list": [
+    {
+      // Everyone asks for everyone: the answer holds the caller and those who share a workspace
+      // or a conversation with them, never the foreigner (whom nobody shares anything with; the
+      // walk's own calls may open conversations for the stranger).
+      input: () => ({ user_ids: PEOPLE.map((person) => w.users[person].id).join(",") }),
+      check: (body, caller) => {
+        const ids = body.data.map((record: { user_id: number }) => record.user_id);
+        const seen = (person: Person) => w.users[person].id;
+        expect(ids).not.toContain(seen("foreigner"));
+        if (caller === "stranger") expect(ids).toContain(seen("stranger"));
+        else expect(ids).toEqual(expect.arrayContaining([seen(caller as SignedIn), seen("owner"), seen("bystander")]));
+      },
+    },
+  ],
+  "presence.onUsers": [{ input: () => ({ user_ids: [w.users.owner.id] }) }],
 };
 
 // The plain routes (multipart upload, binary downloads) are no procedures of the router, and

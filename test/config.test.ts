@@ -130,6 +130,8 @@ const BAD_VALUES: [string, Record<string, string>, string][] = [
     "cannot read",
   ],
   ["WEBHOOK_QUOTA_PER_HOUR", { WEBHOOK_QUOTA_PER_HOUR: "0" }, "whole number greater than 0"],
+  ["PRESENCE_OFFLINE_AFTER_SECONDS", { PRESENCE_OFFLINE_AFTER_SECONDS: "0" }, "from 1 to 600"],
+  ["PRESENCE_OFFLINE_AFTER_SECONDS", { PRESENCE_OFFLINE_AFTER_SECONDS: "601" }, "from 1 to 600"],
   ["OUTBOUND_ALLOW_PRIVATE", { OUTBOUND_ALLOW_PRIVATE: "sure" }, "on or off"],
   ["STORAGE_DRIVER", { STORAGE_DRIVER: "gcs" }, "local or s3"],
   ["S3_ENDPOINT", { S3_ENDPOINT: "s3.example.com" }, "http:// or https://"],

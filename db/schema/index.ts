@@ -14,3 +14,4 @@ export * from "./webhooks.ts";
 export * from "./outbound-webhooks.ts";
 export * from "./rooms.ts";
 export * from "./search.ts";
+export * from "./presence.ts";

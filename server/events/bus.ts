@@ -8,6 +8,9 @@ import { within } from "../timeout.ts";
 
 export type Listener = (message: unknown) => void;
 
+/** The Redis channel a topic travels on (a Lua script may PUBLISH to it directly). */
+export const busChannel = (prefix: string, topic: string): string => `${prefix}:events:${topic}`;
+
 /** The longest a subscription waits for Redis to confirm it. */
 const SUBSCRIBE_WAIT_MS = 1_000;
 
@@ -126,7 +129,7 @@ export class RedisEventBus implements EventBus {
   }
 
   private get channelPrefix() {
-    return `${this.prefix}:events:`;
+    return busChannel(this.prefix, "");
   }
 
   async publish(topic: string, message: unknown): Promise<void> {

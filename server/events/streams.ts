@@ -39,6 +39,8 @@ export const streams = {
   sessions: "sessions",
   /** Internal: changes the consumers of the log keep in memory (devices, outbound webhooks); nobody subscribes. */
   consumers: "consumers",
+  /** Internal: presence changes (live connections, settings) for every server process (docs/presence.md); never stored. */
+  presence: "presence",
 };
 
 /** What stream_events.payload holds. */

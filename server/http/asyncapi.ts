@@ -8,6 +8,7 @@ import type { AnyTRPCProcedure } from "@trpc/server";
 import { z } from "zod";
 import { liveEvent, type EventType } from "../events/catalog.ts";
 import { REPLAY_LIMIT } from "../events/streams.ts";
+import { presenceChangedEvent } from "../records/presence.ts";
 import { CLOSE_CODES } from "./trpc-ws-protocol.ts";
 
 type Json = Record<string, unknown>;
@@ -49,8 +50,20 @@ const MESSAGE_EVENTS: EventType[] = [
   "translation.ready",
 ];
 
+/**
+ * Events of a state (not history): no position, never stored or replayed. A subscription that
+ * delivers them is not resumable: a client that reconnects subscribes again and reads the first ones.
+ */
+const STATE_EVENTS = {
+  "presence.changed": {
+    schema: presenceChangedEvent,
+    summary: "A watched user's presence now: first one per visible user, then one per change (docs/presence.md).",
+  },
+} as const;
+type StateEventType = keyof typeof STATE_EVENTS;
+
 /** Each subscription procedure: what it follows and which events it delivers (docs/realtime.md). */
-const SUBSCRIPTIONS: Record<string, { summary: string; events: EventType[] }> = {
+const SUBSCRIPTIONS: Record<string, { summary: string; events: (EventType | StateEventType)[]; state?: true }> = {
   "events.onUser": {
     summary:
       "Everything the user can see: their account, their own read positions, their workspaces' membership and channel events, messages in their channels and conversations. Temporary rooms are not part of it (rooms.onRoom).",
@@ -83,7 +96,16 @@ const SUBSCRIPTIONS: Record<string, { summary: string; events: EventType[] }> = 
     summary: "One temporary room's messages, for its members. Ends with `room.expired`.",
     events: [...MESSAGE_EVENTS, "room.expiring", "room.expired"],
   },
+  "presence.onUsers": {
+    summary:
+      "The presence of the users listed (1 to 500 ids): first one `presence.changed` per listed user the caller may see (their state now: the caller, people who share a workspace or a direct conversation with them), then one each time their `status`, `status_text` or `status_emoji` changes, from any server process, within 2 s; at most one per user per second (the last state wins). Ids the caller may not see are ignored, and a user who stops sharing a workspace or conversation with the caller gets no more events. A signed-in connection is also what makes its user `online`.",
+    events: ["presence.changed"],
+    state: true,
+  },
 };
+
+const STATE_RULES =
+  "Presence is a state, not history: its events have no position and this subscription is not resumable. A client that reconnects subscribes again and reads the first events.";
 
 const RESUME_RULES = `Every event has an \`id\`, its **position**. A client that reconnects passes the last position it saw as \`lastEventId\` and receives every event after it that it may see, in order, then the live ones, each once. Events are kept for at least an hour. A resume that cannot be exact (more than ${REPLAY_LIMIT} events missed, a position older than what is kept, or newer than any event here) fails with \`PRECONDITION_FAILED\` (412): reload what you show over REST, then subscribe again without \`lastEventId\`. A \`lastEventId\` that is not a position (digits) fails with \`UNPROCESSABLE_CONTENT\` (422).`;
 
@@ -227,6 +249,21 @@ export function buildAsyncApiDocument(router: { _def: { procedures: object } }, 
     };
   }
 
+  for (const [type, { schema, summary }] of Object.entries(STATE_EVENTS)) {
+    const event = toComponentSchema(schema, "output", `${pascal(type)}Event`, schemas);
+    const about = { name: type, title: type, summary };
+    messages[`ws.${type}`] = {
+      ...about,
+      description: "A data frame of the subscription (no position: the state is not resumable).",
+      payload: obj({ id: requestId, result: obj({ type: { const: "data" }, data: event }) }),
+    };
+    messages[`sse.${type}`] = {
+      ...about,
+      description: "An SSE message: `data:` is this JSON, with no `id:`.",
+      payload: event,
+    };
+  }
+
   const frame = (name: string, summary: string, payload: Json, extra: Json = {}) => ({
     name,
     summary,
@@ -322,7 +359,7 @@ export function buildAsyncApiDocument(router: { _def: { procedures: object } }, 
     const described = SUBSCRIPTIONS[path];
     if (!described) throw new Error(`asyncapi: the subscription ${path} is not described in server/http/asyncapi.ts`);
     const input = toComponentSchema(inputSchemaOf(path, procedure), "input", `${pascal(path)}Input`, schemas);
-    const description = `${described.summary}\n\n${RESUME_RULES}`;
+    const description = `${described.summary}\n\n${described.state ? STATE_RULES : RESUME_RULES}`;
     const eventRefs = (door: "ws" | "sse") =>
       Object.fromEntries(described.events.map((type) => [type, ref(`#/components/messages/${door}.${type}`)]));
 
@@ -335,12 +372,16 @@ export function buildAsyncApiDocument(router: { _def: { procedures: object } }, 
       messages: {
         subscribe: {
           name: "subscription",
-          summary: `Starts ${path}. To resume, put the last position seen in \`params.lastEventId\` (or in the input).`,
+          summary: described.state
+            ? `Starts ${path}.`
+            : `Starts ${path}. To resume, put the last position seen in \`params.lastEventId\` (or in the input).`,
           payload: obj(
             {
               id: requestId,
               method: { const: "subscription" },
-              params: obj({ path: { const: path }, input, lastEventId: position }, ["path"]),
+              params: obj({ path: { const: path }, input, ...(!described.state && { lastEventId: position }) }, [
+                "path",
+              ]),
             },
             ["id", "method", "params"],
           ),
@@ -370,7 +411,9 @@ export function buildAsyncApiDocument(router: { _def: { procedures: object } }, 
     channels[stream] = {
       address: `/trpc/${path}`,
       title: `${path} over SSE`,
-      description: `${description}\n\nOver SSE, \`lastEventId\` may also come as the \`Last-Event-ID\` header (what a browser's EventSource sends when it reconnects) or the \`lastEventId\` query parameter.`,
+      description: described.state
+        ? description
+        : `${description}\n\nOver SSE, \`lastEventId\` may also come as the \`Last-Event-ID\` header (what a browser's EventSource sends when it reconnects) or the \`lastEventId\` query parameter.`,
       servers: [sse],
       messages: {
         connected: ref("#/components/messages/sse.connected"),
@@ -395,7 +438,7 @@ export function buildAsyncApiDocument(router: { _def: { procedures: object } }, 
                 description: `The input as JSON text, following components/schemas/${pascal(path)}Input`,
               },
               connectionParams: { type: "string", description: 'JSON text: {"token":"<token>"}' },
-              lastEventId: position,
+              ...(!described.state && { lastEventId: position }),
             },
             [],
           ),

@@ -19,6 +19,13 @@ export const REQUEST_EXAMPLES: Record<string, Record<string, unknown>> = {
   },
   "auth-webLogin": { email: "ann@example.com", password: "correct horse battery" },
   "me-update": { name: "Ann Lee", preferred_language: "ja", avatar_url: "https://example.com/ann.png" },
+  "presence-update": {
+    setting: "dnd",
+    dnd_until: "2030-01-01T17:00:00Z",
+    status_text: "In a workshop",
+    status_emoji: "🎨",
+    status_expires_at: "2030-01-01T17:00:00Z",
+  },
   "otp-request": { email: "ann@example.com" },
   "otp-verify": { email: "ann@example.com", token: "123456", device_name: "Ann's phone" },
   "passwordReset-request": { email: "ann@example.com" },

@@ -341,6 +341,11 @@ const TAGS: { name: string; description: string }[] = [
     description: "Push levels and muting per channel and conversation, and the user's default (docs/push.md).",
   },
   { name: "Search", description: "Message search in every language, through translations too (docs/search.md)." },
+  {
+    name: "Presence",
+    description:
+      "Who is online, away or not to be disturbed, and custom statuses; live changes through the `presence.onUsers` subscription (docs/presence.md).",
+  },
   { name: "Attachments", description: "Uploads and downloads of message files." },
   { name: "Inbound webhooks", description: "Post into a channel from outside, as a bot." },
   { name: "Outbound webhooks", description: "Signed deliveries of workspace events to your URL." },

@@ -69,10 +69,14 @@ const HARD_MAX_BUFFERED_BYTES = 64 * 1024 * 1024;
 type Options<TRouter extends AnyTRPCRouter> = {
   wss: WebSocketServer;
   router: TRouter;
-  /** The context of one request: called for every query, mutation and subscription. */
+  /**
+   * The context of one request: called for every query, mutation and subscription, and once
+   * for the connection itself when its params are known (`signingIn`).
+   */
   createContext(
     req: IncomingMessage,
     connectionParams: Record<string, string | undefined> | null,
+    signingIn?: boolean,
   ): Promise<inferRouterContext<TRouter>>;
   /**
    * Called once a connection's params are known, with its context: watch its credential, and
@@ -230,7 +234,7 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
     const establish = (params: () => Record<string, string | undefined> | null) => {
       established = (async () => {
         connectionParams = params();
-        const ctx = await options.createContext(req, connectionParams);
+        const ctx = await options.createContext(req, connectionParams, true);
         if (client.readyState === OPEN) stopWatching = options.watchConnection?.(ctx, close);
         return { ok: true as const };
       })().catch((cause: unknown) => {

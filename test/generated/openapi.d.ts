@@ -1560,6 +1560,50 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  "/api/v1/me/presence": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * Get my presence
+     * @description The caller's setting (`auto`, `away`, `dnd`, `invisible`), `dnd_until`, custom status, and `status`: what others see now. An expired dnd or status reads as gone at once.
+     */
+    get: operations["presence-get"];
+    /**
+     * Change my presence
+     * @description Any of `setting`, `dnd_until` (only with `dnd`, in the future), `status_text` (at most 100 characters), `status_emoji` (one emoji or a short name such as `palm_tree`) and `status_expires_at` (in the future; null: never). Fields not sent keep their value; null clears; a setting other than `dnd` clears `dnd_until`. When `status_expires_at` passes, the text, emoji and expiry are cleared; when `dnd_until` passes, the setting returns to `auto`.
+     */
+    put: operations["presence-update"];
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/api/v1/presence": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * Get people's presence
+     * @description `user_ids`: 1 to 200 user ids, comma separated. Answers in the order asked, once each, for the caller and the users who share a workspace or a direct conversation with them; other and unknown ids are left out. An invisible user (the caller too) reads `offline`.
+     */
+    get: operations["presence-list"];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   "/api/v1/files": {
     parameters: {
       query?: never;
@@ -2183,6 +2227,28 @@ export interface components {
        * @enum {string}
        */
       matched_in: "content" | "translation";
+    };
+    OwnPresence: {
+      /** @enum {string} */
+      setting: "auto" | "away" | "dnd" | "invisible";
+      dnd_until: string | null;
+      status_text: string | null;
+      status_emoji: string | null;
+      status_expires_at: string | null;
+      /**
+       * @description what others see now
+       * @enum {string}
+       */
+      status: "online" | "offline" | "away" | "dnd";
+    };
+    Presence: {
+      user_id: number;
+      /** @enum {string} */
+      status: "online" | "offline" | "away" | "dnd";
+      /** @description null: never connected (or only ever invisible) */
+      last_seen_at: string | null;
+      status_text: string | null;
+      status_emoji: string | null;
     };
     ErrorMessage: {
       message: string;
@@ -10993,6 +11059,212 @@ export interface operations {
               /** @description pass as `before` for the next (older) page; null on the last page */
               next_cursor: string | null;
             };
+          };
+        };
+      };
+      /** @description Unauthenticated. (missing, unknown or revoked bearer token) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Forbidden: a token without the ability, an untrusted Origin, or a role that may not do this */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The given data was invalid. */
+      422: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationError"];
+        };
+      };
+      /** @description The database, Redis or a sign-in provider cannot be reached; try again */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+    };
+  };
+  "presence-get": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": {
+            data: components["schemas"]["OwnPresence"];
+          };
+        };
+      };
+      /** @description Unauthenticated. (missing, unknown or revoked bearer token) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Forbidden: a token without the ability, an untrusted Origin, or a role that may not do this */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The database, Redis or a sign-in provider cannot be reached; try again */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+    };
+  };
+  "presence-update": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @enum {string} */
+          setting?: "auto" | "away" | "dnd" | "invisible";
+          dnd_until?: string | null;
+          status_text?: string | null;
+          status_emoji?: string | null;
+          status_expires_at?: string | null;
+        };
+      };
+    };
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": {
+            data: components["schemas"]["OwnPresence"];
+          };
+        };
+      };
+      /** @description Malformed JSON, JSON nested deeper than 64 levels, or a body that is not a JSON object */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Unauthenticated. (missing, unknown or revoked bearer token) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description Forbidden: a token without the ability, an untrusted Origin, or a role that may not do this */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The request body is larger than 1 MiB */
+      413: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description A body that is neither JSON nor a URL-encoded form */
+      415: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+      /** @description The given data was invalid. */
+      422: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationError"];
+        };
+      };
+      /** @description The database, Redis or a sign-in provider cannot be reached; try again */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ErrorMessage"];
+        };
+      };
+    };
+  };
+  "presence-list": {
+    parameters: {
+      query: {
+        /** @description comma-separated user ids, such as 1,2,3 */
+        user_ids: string;
+      };
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": {
+            data: components["schemas"]["Presence"][];
           };
         };
       };

@@ -17,6 +17,7 @@ import { enqueueJob } from "../../jobs/outbox.ts";
 import { mapLimit } from "../../outbound-http.ts";
 import { openStored, SEALED } from "../keys/sealed-values.ts";
 import { totalMentions } from "../messaging/unread-counts.ts";
+import { doNotDisturb } from "../presence/settings.ts";
 import { pushMessageRows, pushRecipientsOfRow } from "./audience.ts";
 import { pushJobId, pushJobs, type PushJobPayload } from "./jobs.ts";
 import { pushNotificationFor, type MessageForPush } from "./notification.ts";
@@ -97,7 +98,8 @@ export function retryFilter(device: string, retry: PushJobPayload["retry"]): SQL
 }
 
 /**
- * One statement: the users the message is for (audience.ts) who have a device, each one's
+ * One statement: the users the message is for (audience.ts) who have a device and are not
+ * `dnd` now (docs/presence.md: their counts still grow, nothing is pushed), each one's
  * badge, counted now (the message committed before its event reached the consumer, so it
  * counts), and their devices. Badges are computed once per recipient with a device, never for
  * members without one.
@@ -108,7 +110,8 @@ async function recipientDevices(deps: Deps, messageId: string, retry: PushJobPay
       with recipients as materialized (
         select distinct r.user_id
         from ${pushMessageRows(sql`array[${messageId}::text]`)} cross join lateral (${pushRecipientsOfRow}) r
-        where exists (select 1 from ${pushDevices} rd where rd.user_id = r.user_id ${retryFilter("rd", retry)})),
+        where exists (select 1 from ${pushDevices} rd where rd.user_id = r.user_id ${retryFilter("rd", retry)})
+          and not ${doNotDisturb(sql`r.user_id`, deps.clock.now())}),
       badges as materialized (
         select recipient.user_id, ${totalMentions(sql`recipient.user_id`)} as badge from recipients recipient)
       select d.id, d.provider, d.platform, d.token_sealed, b.badge
