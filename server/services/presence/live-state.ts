@@ -145,13 +145,16 @@ return 1`;
 /**
  * The heartbeat, and the sweep of processes silent since `deadBefore`: their connections close
  * as of their last heartbeat. ARGV: prefix, process id, now, channel, keep ms, deadBefore.
- * Returns the users whose last connection closed, and when: {uid, at, uid, at, ...}.
+ * Returns whether this process was still known (1 or 0), then the users whose last connection
+ * closed, and when: {known, uid, at, uid, at, ...}.
  */
 const BEAT = `${TOTAL}
 local prefix, pid, now, channel, keep, deadBefore = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), ARGV[6]
 local beats = prefix .. ':beats'
+-- Missing: this process was taken for dead (a long pause) and swept; it writes its state again.
+local known = redis.call('ZSCORE', beats, pid) and 1 or 0
 redis.call('ZADD', beats, now, pid)
-local closed = {}
+local closed = {known}
 local dead = redis.call('ZRANGEBYSCORE', beats, '-inf', deadBefore, 'WITHSCORES')
 for i = 1, #dead, 2 do
   local other, lastBeat = dead[i], dead[i + 1]
@@ -285,9 +288,10 @@ export class RedisLiveState implements LiveState {
       this.deps.keepClosedMs,
       now - PROCESS_TIMEOUT_MS,
     );
-    if (closed.length === 0) return;
+    if (Number(closed[0]) === 0) this.writeAll();
+    if (closed.length === 1) return;
     const users: { userId: number; at: number }[] = [];
-    for (let i = 0; i < closed.length; i += 2) users.push({ userId: Number(closed[i]), at: Number(closed[i + 1]) });
+    for (let i = 1; i < closed.length; i += 2) users.push({ userId: Number(closed[i]), at: Number(closed[i + 1]) });
     this.deps.logger.info({ users: users.length }, "presence: closed the connections of a server process that stopped");
     for (const listener of this.sweptListeners) listener(users);
   }
