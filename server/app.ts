@@ -12,7 +12,7 @@ import { appRouter } from "../routers/index.ts";
 import { buildJobHandlers, scheduleRecurringJobs } from "../workers/index.ts";
 import { systemClock, type Clock } from "./clock.ts";
 import { ConfigError, type Config } from "./config.ts";
-import { clientIp, createWsContext } from "./context.ts";
+import { clientIp, createWsContext, signInLiveConnection } from "./context.ts";
 import { cannotListen, cannotOpenDatabase } from "./process.ts";
 import type { Deps } from "./deps.ts";
 import { InProcessEventBus, RedisEventBus } from "./events/bus.ts";
@@ -247,22 +247,22 @@ export async function startApp(config: Config, options: AppOptions = {}): Promis
   const wsHandler = serveTrpcOverWebSocket({
     wss,
     router: appRouter,
-    createContext: (req, connectionParams, signingIn) => createWsContext(deps, req, connectionParams, signingIn),
-    // A connection opened with a credential that is then revoked is closed (its subscriptions
-    // have ended with UNAUTHORIZED just before, through the same watch).
-    // A signed-in connection is its user's live connection while it is open (presence).
-    watchConnection: ({ auth }, close) => {
-      if (!auth) return;
-      const { token } = auth;
-      const stopWatching = deps.credentials.track(
-        { userId: auth.user.id, tokenId: token.id, expiresAt: token.expiresAt },
-        () => setImmediate(() => close(CLOSE_CODES.revoked, "credential revoked")),
+    createContext: (req, connectionParams) => createWsContext(deps, req, connectionParams),
+    // A connection signed in with a credential that is then revoked is closed (its subscriptions
+    // have ended with UNAUTHORIZED just before, through the same watch). While open, it is its
+    // user's live connection (presence).
+    signIn: async (_req, connectionParams, close) => {
+      const signIn = await signInLiveConnection(deps, connectionParams?.token);
+      if (!signIn) return;
+      const { credential } = signIn;
+      const stopWatching = deps.credentials.track(credential, () =>
+        setImmediate(() => close(CLOSE_CODES.revoked, "credential revoked")),
       );
-      const disconnect = deps.presence.connect(auth.user.id);
+      const disconnect = deps.presence.connect(credential.userId);
       return () => {
         stopWatching();
         disconnect();
-        deps.credentials.connectionClosed(token.id);
+        signIn.release();
       };
     },
     keepAlive: { pingMs: 30_000, pongWaitMs: 5_000 },

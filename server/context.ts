@@ -59,25 +59,36 @@ export function clientIp(req: IncomingMessage, config: { trustProxy: readonly st
   return requestClientAddress(req, trustedRangesOf(config));
 }
 
-async function authenticate(
-  deps: Deps,
-  plaintext: string | undefined,
-  via: Auth["via"],
-  options: { liveConnection?: boolean } = {},
-): Promise<Auth | null> {
+/** A database that cannot be reached is a 503 here too: this runs before any procedure's error mapping. */
+function asRequestError(error: unknown): unknown {
+  const unavailable = unavailableDependency(error);
+  return unavailable ? appErrorToTRPC(unavailable) : error;
+}
+
+async function authenticate(deps: Deps, plaintext: string | undefined, via: Auth["via"]): Promise<Auth | null> {
   if (!plaintext) return null;
   try {
-    const lookUp = () => resolveToken(deps.db, plaintext, deps.clock.now());
-    // A live connection's sign-in may be one remembered from its reconnecting client (credential-watch.ts).
-    const resolved = options.liveConnection
-      ? await deps.credentials.signInConnection(plaintext, lookUp)
-      : await lookUp();
+    const resolved = await resolveToken(deps.db, plaintext, deps.clock.now());
     return resolved ? { ...resolved, via } : null;
   } catch (error) {
-    // Before any procedure runs, so the procedures' error mapping cannot see it: an unreachable
-    // database is a 503 here too.
-    const unavailable = unavailableDependency(error);
-    throw unavailable ? appErrorToTRPC(unavailable) : error;
+    throw asRequestError(error);
+  }
+}
+
+/**
+ * A WebSocket connection's own sign-in, with its connection params' token: the credential it
+ * holds while open (watched for revocation, counted by presence). A reconnect's may be
+ * remembered from the connection before (server/services/accounts/credential-watch.ts).
+ */
+export async function signInLiveConnection(deps: Deps, plaintext: string | undefined) {
+  if (!plaintext) return null;
+  try {
+    return await deps.credentials.signInConnection(plaintext, async () => {
+      const resolved = await resolveToken(deps.db, plaintext, deps.clock.now());
+      return resolved && { userId: resolved.user.id, tokenId: resolved.token.id, expiresAt: resolved.token.expiresAt };
+    });
+  } catch (error) {
+    throw asRequestError(error);
   }
 }
 
@@ -106,18 +117,13 @@ export async function createHttpContext(
   return contextFor(deps, req, auth, "http");
 }
 
-/**
- * WebSocket connections sign in with connection params `{ token }`: the connection itself
- * (`signingIn`, which may be a reconnect's remembered sign-in) and each of its requests.
- */
+/** Each request of a WebSocket connection authenticates with its connection params `{ token }`. */
 export async function createWsContext(
   deps: Deps,
   req: IncomingMessage,
   connectionParams: Record<string, string | undefined> | null,
-  signingIn = false,
 ): Promise<RequestContext> {
-  const auth = await authenticate(deps, connectionParams?.token, "connection", { liveConnection: signingIn });
-  return contextFor(deps, req, auth, "websocket");
+  return contextFor(deps, req, await authenticate(deps, connectionParams?.token, "connection"), "websocket");
 }
 
 export function appendResponseHeader(ctx: RequestContext, name: string, value: string): void {

@@ -320,6 +320,23 @@ describe("live connections", () => {
     expect(Math.abs(Date.parse(after.last_seen_at!) - closedAt)).toBeLessThan(2_000);
   });
 
+  it("a reconnect with a token revoked meanwhile is not signed in, though its sign-in was remembered", async () => {
+    const { owner, member } = await people();
+    const login = await ctx.api.post("/api/v1/auth/app/login", { email: member.email, password: member.password });
+    const token: string = login.body.access_token;
+    const first = await RawSocket.signedIn(ctx.server.url, token);
+    sockets.push(first);
+    await waitStatus(owner, member, "online");
+    first.terminate();
+    expect((await ctx.api.post("/api/v1/auth/app/logout", {}, { token })).status).toBeLessThan(300);
+    const again = await RawSocket.signedIn(ctx.server.url, token);
+    sockets.push(again);
+    // Past the window of the first connection: only a counted reconnect would keep them online.
+    await sleep(WINDOW_S * 1000 + 800);
+    expect(await statusOf(owner, member)).toBe("offline");
+    again.terminate();
+  });
+
   it("a socket that never signs in does not count", async () => {
     const { owner, member } = await people();
     const socket = await RawSocket.open(ctx.server.url, { connectionParams: false });

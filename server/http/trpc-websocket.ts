@@ -69,23 +69,21 @@ const HARD_MAX_BUFFERED_BYTES = 64 * 1024 * 1024;
 type Options<TRouter extends AnyTRPCRouter> = {
   wss: WebSocketServer;
   router: TRouter;
-  /**
-   * The context of one request: called for every query, mutation and subscription, and once
-   * for the connection itself when its params are known (`signingIn`).
-   */
+  /** The context of one request: called for every query, mutation and subscription. */
   createContext(
     req: IncomingMessage,
     connectionParams: Record<string, string | undefined> | null,
-    signingIn?: boolean,
   ): Promise<inferRouterContext<TRouter>>;
   /**
-   * Called once a connection's params are known, with its context: watch its credential, and
-   * call `close` when it is revoked. Returns what to do when the connection closes.
+   * Called once a connection's params are known: sign the connection itself in, watch its
+   * credential, and call `close` when it is revoked. Resolves to what to do when the connection
+   * closes. A failure (the database away) is answered as a context that cannot be made.
    */
-  watchConnection?(
-    ctx: inferRouterContext<TRouter>,
+  signIn?(
+    req: IncomingMessage,
+    connectionParams: Record<string, string | undefined> | null,
     close: (code: number, reason: string) => void,
-  ): (() => void) | void;
+  ): Promise<(() => void) | void>;
   keepAlive: { pingMs: number; pongWaitMs: number };
   onError?(error: TRPCError, path: string | undefined): void;
   /** Runs the handling of a frame of the connection opened by `req` (the request log's scope). */
@@ -230,12 +228,13 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
       respond({ id: request.id, jsonrpc: request.jsonrpc, error: shape } as TRPCResponseMessage);
     };
 
-    /** Makes the connection's first context from its params, and starts watching its credential. */
+    /** Signs the connection in with its params, and starts watching its credential. */
     const establish = (params: () => Record<string, string | undefined> | null) => {
       established = (async () => {
         connectionParams = params();
-        const ctx = await options.createContext(req, connectionParams, true);
-        if (client.readyState === OPEN) stopWatching = options.watchConnection?.(ctx, close);
+        const stop = await options.signIn?.(req, connectionParams, close);
+        if (client.readyState === OPEN) stopWatching = stop;
+        else stop?.();
         return { ok: true as const };
       })().catch((cause: unknown) => {
         const error = getTRPCErrorFromUnknown(cause);

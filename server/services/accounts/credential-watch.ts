@@ -7,23 +7,26 @@
 // re-checked (a revocation may have been published meanwhile), and a session token that expires
 // is let go at its expiry.
 //
-// It also remembers the sign-in of a live connection for a few seconds after the connection
-// closes (RECONNECT_MS): a client that drops and reconnects (a phone changing networks) signs in
-// again without a query. Until that connection closed, a revocation would have closed it; after,
-// a revocation forgets the user's remembered sign-ins on every process (the same event), and
-// while the bus is away nothing is remembered or used.
+// It also remembers the sign-in of a WebSocket connection (its token's credential) while a
+// connection holds it and for a few seconds after the last one closed (RECONNECT_MS): a client
+// that drops and reconnects (a phone changing networks) signs in again without a query. While a
+// connection held it, a revocation would have closed that connection; a revocation also forgets
+// the user's remembered sign-ins on every process (the same event), and while the bus is away
+// nothing is remembered or used.
 import type { Database } from "../../../db/client.ts";
 import type { Clock } from "../../clock.ts";
 import type { Logger } from "../../logger.ts";
 import type { EventBus } from "../../events/bus.ts";
 import { streams, type BusEvent } from "../../events/streams.ts";
-import type { AccessToken, User } from "../../../db/schema/index.ts";
 import { hashToken, liveTokenIds } from "./tokens.ts";
 
 export type Credential = { userId: number; tokenId: string; expiresAt: Date | null };
 
-/** A token's sign-in, as the token lookup answers it. */
-export type SignIn = { token: AccessToken; user: User };
+/** A live connection's sign-in: its credential, and what to call when the connection closes. */
+export type ConnectionSignIn = { credential: Credential; release(): void };
+
+/** A remembered sign-in: held by `holders` open connections, else remembered until `until` (ms). */
+type Remembered = { hash: string; credential: Credential; holders: number; until: number };
 
 /** How long after a live connection closed its sign-in is remembered for a reconnect. */
 export const RECONNECT_MS = 5_000;
@@ -36,10 +39,9 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 export class CredentialWatch {
   private readonly holders = new Set<Holder>();
   private readonly cleanups: (() => void)[] = [];
-  /** Recent sign-ins of live connections, by token hash, until a time (ms). */
-  private readonly recent = new Map<string, { signIn: SignIn; until: number }>();
-  /** The token hash of each remembered sign-in, by token id. */
-  private readonly recentHashes = new Map<string, string>();
+  /** Sign-ins of live connections, by token hash. */
+  private readonly remembered = new Map<string, Remembered>();
+  private pruneTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly deps: { db: Database; clock: Clock; logger: Logger; events: EventBus }) {}
 
@@ -49,54 +51,69 @@ export class CredentialWatch {
         const { event } = message as BusEvent;
         const userId = (event.data as { user_id?: unknown }).user_id;
         if (typeof userId !== "number") return;
-        for (const [hash, entry] of this.recent) if (entry.signIn.user.id === userId) this.forget(hash);
+        for (const [hash, entry] of this.remembered)
+          if (entry.credential.userId === userId) this.remembered.delete(hash);
         void this.recheck((holder) => holder.credential.userId === userId);
       }),
       this.deps.events.onResubscribed(() => {
-        this.recent.clear();
-        this.recentHashes.clear();
+        this.remembered.clear();
         void this.recheck(() => true);
       }),
     );
   }
 
   /**
-   * A live connection's sign-in with `plaintext`: remembered from a connection of the same token
-   * that closed less than RECONNECT_MS ago (or signed in as recently), else `lookUp`.
+   * A live connection's sign-in with `plaintext`: the credential remembered from a connection of
+   * the same token (open, or closed less than RECONNECT_MS ago), else `lookUp`. Call `release`
+   * when the connection closes.
    */
-  async signInConnection(plaintext: string, lookUp: () => Promise<SignIn | null>): Promise<SignIn | null> {
-    if (!this.deps.events.isListening()) return lookUp();
+  async signInConnection(
+    plaintext: string,
+    lookUp: () => Promise<Credential | null>,
+  ): Promise<ConnectionSignIn | null> {
+    if (!this.deps.events.isListening()) {
+      const credential = await lookUp();
+      return credential && { credential, release: () => {} };
+    }
     const now = this.deps.clock.now().getTime();
     const hash = hashToken(plaintext);
-    const entry = this.recent.get(hash);
-    const expiresAt = entry?.signIn.token.expiresAt;
-    if (entry && entry.until > now && (!expiresAt || expiresAt.getTime() > now)) return entry.signIn;
-    const signIn = await lookUp();
-    if (signIn && this.deps.events.isListening()) {
-      this.forgetOld(now);
-      this.recent.set(hash, { signIn, until: now + RECONNECT_MS });
-      this.recentHashes.set(signIn.token.id, hash);
+    let entry = this.remembered.get(hash);
+    const expiresAt = entry?.credential.expiresAt;
+    if (!entry || (entry.holders === 0 && entry.until <= now) || (expiresAt && expiresAt.getTime() <= now)) {
+      const credential = await lookUp();
+      if (!credential) return null;
+      entry = { hash, credential, holders: 0, until: 0 };
+      // Not while the bus is away, nor after a revocation that arrived during the lookup.
+      if (this.deps.events.isListening()) this.remembered.set(hash, entry);
     }
-    return signIn;
+    entry.holders++;
+    const held = entry;
+    let open = true;
+    return {
+      credential: held.credential,
+      release: () => {
+        if (!open) return;
+        open = false;
+        if (--held.holders > 0) return;
+        held.until = this.deps.clock.now().getTime() + RECONNECT_MS;
+        this.pruneTimer ??= setInterval(() => this.forgetOld(), RECONNECT_MS).unref();
+      },
+    };
   }
 
-  /** A live connection signed in with this token closed: its sign-in is remembered a little longer. */
-  connectionClosed(tokenId: string): void {
-    const hash = this.recentHashes.get(tokenId);
-    const entry = hash === undefined ? undefined : this.recent.get(hash);
-    if (entry) entry.until = this.deps.clock.now().getTime() + RECONNECT_MS;
-  }
-
-  private forget(hash: string): void {
-    const entry = this.recent.get(hash);
-    if (!entry) return;
-    this.recent.delete(hash);
-    this.recentHashes.delete(entry.signIn.token.id);
-  }
-
-  private forgetOld(now: number): void {
-    if (this.recent.size < 1_000) return;
-    for (const [hash, entry] of this.recent) if (entry.until <= now) this.forget(hash);
+  /** Forgets what is no longer held or remembered; the timer stops once nothing waits. */
+  private forgetOld(): void {
+    const now = this.deps.clock.now().getTime();
+    let waiting = false;
+    for (const [hash, entry] of this.remembered) {
+      if (entry.holders > 0) continue;
+      if (entry.until <= now) this.remembered.delete(hash);
+      else waiting = true;
+    }
+    if (!waiting) {
+      clearInterval(this.pruneTimer);
+      this.pruneTimer = undefined;
+    }
   }
 
   /** Calls `onRevoked` (once) when the credential stops signing in; returns a function that stops watching. */
@@ -150,8 +167,8 @@ export class CredentialWatch {
   }
 
   close(): void {
-    this.recent.clear();
-    this.recentHashes.clear();
+    clearInterval(this.pruneTimer);
+    this.remembered.clear();
     for (const cleanup of this.cleanups.splice(0)) cleanup();
     for (const holder of this.holders) clearTimeout(holder.expiry);
     this.holders.clear();
