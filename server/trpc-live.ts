@@ -106,7 +106,7 @@ export class PresenceStream implements AsyncIterable<PresenceChanged> {
 }
 
 /** A live stream of either kind: what the doors watch (its credential, the SSE connection's presence). */
-export function liveStreamOf(value: unknown): Pick<PresenceWatch, "onClose" | "fail"> | undefined {
+export function liveStreamOf(value: unknown): Pick<PresenceWatch, "onClose" | "fail" | "close"> | undefined {
   if (value instanceof TrackedLiveStream) return value.subscription;
   if (value instanceof PresenceStream) return value.watch;
   return undefined;

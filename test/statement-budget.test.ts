@@ -15,8 +15,10 @@ import { BACKGROUND_SCOPE, detached, statementScope } from "../db/statement-coun
 import { clientFrames, trpcSocketUrl } from "../server/http/trpc-ws-protocol.ts";
 import { RunLoop } from "../server/run-loop.ts";
 import type { ApiResponse } from "./helpers/api.ts";
+import { RawSocket } from "./helpers/raw-socket.ts";
 import { createWorkspaceWithGeneral, registerUser, type RegisteredUser } from "./helpers/factories.ts";
 import { startTestServer, useTestServer } from "./helpers/server.ts";
+import { until } from "./helpers/wait.ts";
 import {
   countIdleStatements,
   countRequestStatements,
@@ -484,6 +486,166 @@ describe.concurrent("requests", () => {
         const counted = await countRequestStatements(ctx.server, requestId, { mark });
         expect(counted.count, describeStatements(counted)).toBeGreaterThanOrEqual(1);
       });
+    });
+  });
+});
+
+// Presence (docs/presence.md, the contract's "Cost"): opening and closing live connections costs
+// PostgreSQL no statement. Who is connected lives in memory (or Redis), last_seen_at is written in
+// batches at most once a minute, and a live connection's sign-in is remembered for a few seconds
+// after it closes (server/services/accounts/credential-watch.ts), so that after one warm-up
+// connection (its token lookup) the next ones, each opened once the one before has closed, run no
+// statement at all. Each connection's sign-in and close are seen through the server's live state
+// (memory or Redis: no statement) before the next one opens. The whole process is counted; the
+// idle server's own timers (the relay's poll every 15 s, the outbox and maintenance every minute,
+// the batched last-seen write) may fall into a window of a second or two, so a window that saw
+// statements is measured again, up to 3 times: a cost of the connections shows in every window.
+describe.concurrent("live connections", () => {
+  describe.sequential("on a server of their own", () => {
+    const ctx = useTestServer();
+    const ATTEMPTS = 3;
+
+    /** Waits (polling every 2 ms) until the server's live state says the user is connected, or not. */
+    async function liveIs(userId: number, connected: boolean): Promise<void> {
+      const deadline = Date.now() + 5_000;
+      for (;;) {
+        const live = (await ctx.server.app.deps.presence.liveStateOf([userId])).get(userId);
+        if (live?.connected === connected) return;
+        if (Date.now() > deadline)
+          throw new Error(`user ${userId} did not become ${connected ? "connected" : "disconnected"}`);
+        await sleep(2);
+      }
+    }
+
+    /** One signed-in WebSocket: opened, counted by the server as the user's live connection, closed, and let go. */
+    async function connectAndClose(user: RegisteredUser): Promise<void> {
+      const raw = await RawSocket.signedIn(ctx.server.url, user.token);
+      try {
+        await liveIs(user.id, true);
+      } finally {
+        raw.socket.close();
+      }
+      await liveIs(user.id, false);
+    }
+
+    /** Waits until the process has run no statement for `quietMs` (at most `maxMs`). */
+    async function quiet(quietMs: number, maxMs = 3_000): Promise<void> {
+      const counter = statementsOf(ctx.server);
+      const deadline = Date.now() + maxMs;
+      let seen = counter.total();
+      let since = Date.now();
+      while (Date.now() - since < quietMs && Date.now() < deadline) {
+        await sleep(25);
+        if (counter.total() !== seen) [seen, since] = [counter.total(), Date.now()];
+      }
+    }
+
+    /** Every statement the whole process ran during `work` and 200 ms after it. */
+    async function countWhile(work: () => Promise<void>): Promise<CountedStatements> {
+      const counter = statementsOf(ctx.server);
+      const mark = counter.total();
+      await work();
+      await sleep(200);
+      return counter.since(mark);
+    }
+
+    it("100 signed-in WebSocket connections, opened and closed one after another, cost PostgreSQL no statement", async () => {
+      const user = await registerUser(ctx.api, { name: "Connie" });
+      const attempts: CountedStatements[] = [];
+      for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {
+        // Warm-up: this connection's sign-in looks the token up (and may note its use, written a
+        // second later); its sign-in is then remembered for the reconnects.
+        await connectAndClose(user);
+        await quiet(1_200);
+        const counted = await countWhile(async () => {
+          for (let index = 0; index < 100; index++) await connectAndClose(user);
+        });
+        attempts.push(counted);
+        if (counted.count === 0) break;
+      }
+      expect(
+        attempts.at(-1)!.count,
+        attempts
+          .map((counted, index) => report(`attempt ${index + 1}: 100 connects and disconnects`, counted, 0))
+          .join("\n"),
+      ).toBe(0);
+      // The connections were real: the user was seen, and reads offline only after the grace window.
+      const answer = await ctx.api.get(`/api/v1/presence?user_ids=${user.id}`, { token: user.token });
+      expect(answer.status).toBe(200);
+      expect(answer.body.data).toEqual([expect.objectContaining({ user_id: user.id, status: "online" })]);
+    });
+
+    it("an SSE subscription's open and close run what the same subscription runs on a signed-in WebSocket, and nothing else", async () => {
+      const user = await registerUser(ctx.api, { name: "Sasha" });
+      expect((await ctx.api.get("/api/v1/me", { token: user.token })).status).toBe(200);
+      await quiet(1_200);
+
+      // What a new PostgreSQL connection of the pool runs first, whoever opened it, is left aside.
+      const work = (counted: CountedStatements): CountedStatements => {
+        const statements = counted.statements.filter((statement) => !statement.text.includes("pg_catalog.pg_type"));
+        return { ...counted, statements, count: counted.count - (counted.statements.length - statements.length) };
+      };
+
+      // The baseline: events.onUser started and stopped on a WebSocket already signed in (and
+      // counted as the user's live connection): its request's token lookup and the
+      // subscription's own reads, under the connection's request id.
+      const socketId = newRequestId("presence-ws");
+      const socket = new WebSocket(trpcSocketUrl(ctx.server.url), { headers: { "X-Request-Id": socketId } });
+      const frames: { id?: unknown; result?: { type?: string } }[] = [];
+      socket.on("message", (data) => {
+        const text = data.toString();
+        if (text.startsWith("{")) frames.push(JSON.parse(text));
+      });
+      await new Promise((resolve, reject) => {
+        socket.once("open", resolve);
+        socket.once("error", reject);
+      });
+      let baseline: number;
+      try {
+        socket.send(clientFrames.connectionParams({ token: user.token }));
+        await liveIs(user.id, true);
+        const mark = statementsOf(ctx.server).total();
+        socket.send(clientFrames.request(1, "subscription", "events.onUser"));
+        await until(() => frames.find((frame) => frame.id === 1 && frame.result?.type === "started"), "started");
+        socket.send(clientFrames.stop(1));
+        baseline = work(await countRequestStatements(ctx.server, socketId, { mark, settleMs: 200 })).count;
+      } finally {
+        socket.close();
+      }
+      await liveIs(user.id, false);
+      expect(baseline, "the subscription's request runs at least its token lookup").toBeGreaterThanOrEqual(1);
+
+      const attempts: { whole: CountedStatements; inScope: number }[] = [];
+      for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {
+        await quiet(1_200);
+        const requestId = newRequestId("presence-sse");
+        let inScope = 0;
+        const whole = await countWhile(async () => {
+          const mark = statementsOf(ctx.server).total();
+          const controller = new AbortController();
+          const response = await fetch(`${ctx.server.url}/trpc/events.onUser`, {
+            headers: { Accept: "text/event-stream", Authorization: `Bearer ${user.token}`, "X-Request-Id": requestId },
+            signal: controller.signal,
+          });
+          expect(response.status).toBe(200);
+          await liveIs(user.id, true);
+          controller.abort();
+          await response.body?.cancel().catch(() => {});
+          await liveIs(user.id, false);
+          inScope = work(await countRequestStatements(ctx.server, requestId, { mark, settleMs: 200 })).count;
+        });
+        attempts.push({ whole: work(whole), inScope });
+        if (inScope === baseline && work(whole).count === baseline) break;
+      }
+      const last = attempts.at(-1)!;
+      const described = attempts
+        .map(({ whole }, index) =>
+          report(`attempt ${index + 1}: an SSE subscription opened and closed`, whole, baseline),
+        )
+        .join("\n");
+      // The request ran what the same subscription runs on a socket, and nothing ran outside it.
+      expect(last.inScope, described).toBe(baseline);
+      expect(last.whole.count, described).toBe(baseline);
     });
   });
 });

@@ -34,7 +34,7 @@ import { parseTRPCMessage, type TRPCClientOutgoingMessage, type TRPCResponseMess
 import type { WebSocket, WebSocketServer } from "ws";
 import type { StreamEvent } from "../events/streams.ts";
 import { toTRPCError } from "../trpc-errors.ts";
-import { TrackedLiveStream } from "../trpc-live.ts";
+import { liveStreamOf, TrackedLiveStream } from "../trpc-live.ts";
 import { JSON_TOO_DEEP_MESSAGE, jsonNestsDeeperThan, MAX_JSON_DEPTH, startsWithJsonArray } from "./json-limits.ts";
 import {
   CLOSE_CODES,
@@ -318,7 +318,8 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
         // A live subscription is served from its sink, not iterated (tRPC's tracked face is for HTTP/SSE).
         const live = result instanceof TrackedLiveStream ? result.subscription : undefined;
         if (abort.signal.aborted || client.readyState !== OPEN) {
-          live?.close();
+          // Never served: closed here (any kind of live stream), so what watches it lets go.
+          liveStreamOf(result)?.close();
           return stopped();
         }
         if (live) {

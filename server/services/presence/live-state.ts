@@ -32,8 +32,8 @@ export const HEARTBEAT_MS = 5_000;
 export const PROCESS_TIMEOUT_MS = 15_000;
 
 export interface LiveState {
-  /** This process's counts changed for `userId` (already applied locally): share it. Never throws. */
-  changed(userId: number, count: number): void;
+  /** This process's count for `userId` changed from `previous` (already applied locally): share it. Never throws. */
+  changed(userId: number, count: number, previous: number): void;
   /** The users' live state across every process. */
   read(userIds: readonly number[]): Promise<Map<number, LiveUser>>;
   /** Users of other (dead) processes whose connections this process closed, with when. */
@@ -54,17 +54,18 @@ export class MemoryLiveState implements LiveState {
     private readonly local: LocalCounts,
   ) {}
 
-  changed(userId: number, count: number): void {
+  changed(userId: number, count: number, previous: number): void {
+    const opened = previous === 0 && count > 0;
+    const closed = previous > 0 && count === 0;
+    if (!opened && !closed) return;
     const at = this.deps.clock.now().getTime();
-    if (count === 1) this.closedAt.delete(userId);
-    if (count === 0) {
+    if (opened) this.closedAt.delete(userId);
+    else {
       this.closedAt.set(userId, at);
       this.forgetOldClosings(at);
     }
-    if (count === 0 || count === 1) {
-      const transition: LiveTransition = { user_id: userId, live: count === 1 ? "open" : "closed", at };
-      void this.deps.events.publish(streams.presence, transition);
-    }
+    const transition: LiveTransition = { user_id: userId, live: opened ? "open" : "closed", at };
+    void this.deps.events.publish(streams.presence, transition);
   }
 
   private forgetOldClosings(now: number): void {

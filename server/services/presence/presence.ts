@@ -136,7 +136,7 @@ export class Presence {
   connect(userId: number): () => void {
     const count = (this.counts.get(userId) ?? 0) + 1;
     this.counts.set(userId, count);
-    this.live.changed(userId, count);
+    this.live.changed(userId, count, count - 1);
     let open = true;
     return () => {
       if (!open) return;
@@ -147,7 +147,7 @@ export class Presence {
         this.counts.delete(userId);
         this.seen.set(userId, this.now());
       }
-      this.live.changed(userId, left);
+      this.live.changed(userId, left, left + 1);
     };
   }
 
