@@ -72,6 +72,8 @@ export async function startBenchServer(
     workerProcess?: boolean | "deferred";
     /** Another checkout of the service to start instead of this one (its own node_modules). */
     root?: string;
+    /** More Node flags, after the others and before the entry (`--import <module>`: a probe of the bench's). */
+    nodeArgs?: string[];
   } = {},
 ): Promise<BenchServer> {
   if (options.workerProcess && !process.env.REDIS_URL) throw new Error("a worker process needs REDIS_URL");
@@ -88,6 +90,7 @@ export async function startBenchServer(
     await mkdir(dir, { recursive: true });
     args.push("--cpu-prof", "--cpu-prof-dir", dir);
   }
+  if (options.nodeArgs) args.push(...options.nodeArgs);
   args.push("server/main.ts");
   const redisPrefix = `bench-${randomBytes(4).toString("hex")}`;
   const child = spawn(process.execPath, args, {

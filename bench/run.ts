@@ -1,8 +1,8 @@
-// `npm run bench [-- requests|fanout|fanout-baseline|idle|push|translation|webhooks|outbound|features|lifecycle|unread|search ...]`: load scenarios against the
+// `npm run bench [-- requests|fanout|fanout-baseline|idle|push|translation|webhooks|outbound|features|lifecycle|unread|search|presence ...]`: load scenarios against the
 // real server, started as its own process for each section (PGlite, or PostgreSQL/Redis when
 // DATABASE_URL/REDIS_URL are set). Every loop is bounded in time and count, and only talks to
 // 127.0.0.1. Prints a table per section, then everything as one line of JSON. With no argument,
-// all of them run but fanout-baseline (about 15 minutes), features, lifecycle, unread and search (only when named).
+// all of them run but fanout-baseline (about 15 minutes), features, lifecycle, unread, search and presence (only when named).
 //
 //   requests  request/response throughput and latency of the main paths (BENCH_SECONDS each)
 //   fanout    N receivers on one channel over WebSocket, senders over REST (BENCH_FANOUT=10,100,1000);
@@ -53,12 +53,21 @@
 //             (BENCH_SEARCH_FANOUT_RATE, 600/s, to 100 receivers, on a fresh database; target p99 < 2 s);
 //             the seven queries on PGlite with BENCH_SEARCH_PGLITE_MESSAGES (100,000). Needs DATABASE_URL
 //             (and REDIS_URL for the fan-out part). Knobs in bench/search.ts.
+//   presence  BENCH_PRESENCE_SOCKETS (5000) signed-in sockets (one user each, seeded in SQL, all in one
+//             workspace), BENCH_PRESENCE_WATCHERS (1000) of them on presence.onUsers with 50 users each,
+//             100 disconnects and reconnects a second for 60 s (half back in 1 s, inside the grace window;
+//             half after it, PRESENCE_OFFLINE_AFTER_SECONDS=2): watchers' event delay p50/p99 (target p99
+//             < 2 s past the change, offline counted from close + grace), Redis commands per connect or
+//             disconnect (the server's own, by MONITOR), PostgreSQL statements in the minute (the server's
+//             counter; target ≤ 1/s), heap per idle socket against the service before presence (git
+//             archive of that commit; target within 1 KiB). About 4 minutes. Knobs in bench/presence.ts.
 import { cpus, totalmem } from "node:os";
 import { runFanout, runIdle } from "./fanout.ts";
 import { runFanoutBaseline } from "./fanout-baseline.ts";
 import { runFeatures } from "./features.ts";
 import { runLifecycle, TARGET_HISTORY_RATIO, TARGET_MIXED_SHARE } from "./lifecycle.ts";
 import { runOutbound } from "./outbound.ts";
+import { runPresence, TARGET_MEMORY_KIB, TARGET_P99_MS, TARGET_STATEMENTS_PER_S } from "./presence.ts";
 import { runPush } from "./push.ts";
 import { runRequestRows } from "./requests.ts";
 import {
@@ -84,10 +93,11 @@ const SECTIONS = [
   "lifecycle",
   "unread",
   "search",
+  "presence",
 ] as const;
 type Section = (typeof SECTIONS)[number];
 /** Sections that run only when named. */
-const ON_REQUEST: readonly Section[] = ["fanout-baseline", "features", "lifecycle", "unread", "search"];
+const ON_REQUEST: readonly Section[] = ["fanout-baseline", "features", "lifecycle", "unread", "search", "presence"];
 
 const asked = process.argv.slice(2).filter((arg) => arg !== "--");
 const unknown = asked.filter((arg) => !(SECTIONS as readonly string[]).includes(arg));
@@ -574,6 +584,126 @@ if (selected.has("search")) {
   }
   if (search.skipped.length > 0) console.log(`search: skipped: ${search.skipped.join("; ")}`);
   result.search = search;
+}
+if (selected.has("presence")) {
+  const presence = await runPresence(log);
+  const dash = (value: number | string | null | undefined) => value ?? "-";
+  const verdict = (met: boolean | null) => (met === null ? "-" : met ? "met" : "missed");
+  const { settings, churn, snapshot, events, redis, postgres, memory, targets } = presence;
+  console.table([
+    {
+      sockets: settings.sockets,
+      watchers: `${settings.watchers} × ${settings.watched_each} users`,
+      "churn /s": settings.rate_per_s,
+      seconds: settings.seconds,
+      "offline after s": settings.offline_after_s,
+      "away s (short/long)": `${settings.short_away_s} / ${settings.long_away_s}`,
+      connects: churn.connects,
+      disconnects: churn.disconnects,
+      "connect errors": churn.connect_errors,
+      "late ticks": churn.late_ticks,
+      "first events online": `${snapshot.online}/${snapshot.expected}`,
+      "server cpu %": churn.server_cpu_pct,
+      "pg+redis cpu %": churn.stores_cpu_pct,
+      "bench cpu %": churn.bench_cpu_pct,
+      "other cpu %": churn.other_cpu_pct,
+    },
+  ]);
+  console.table(
+    events.rows.map((row) => ({
+      "watchers' events": row.kind,
+      expected: row.expected,
+      received: row.received,
+      missed: row.missed,
+      p50_ms: dash(row.p50_ms),
+      p99_ms: dash(row.p99_ms === null && row.missed > 0 ? "missed > 1%" : row.p99_ms),
+      max_ms: dash(row.max_ms),
+      unexpected: row.kind === "all" ? events.unexpected : "",
+      [`p99 < ${TARGET_P99_MS} ms`]:
+        row.kind === "all"
+          ? verdict(targets.event_p99_under_2s)
+          : verdict(row.p99_ms !== null && row.p99_ms < TARGET_P99_MS),
+    })),
+  );
+  console.table([
+    {
+      measurement: "Redis commands per connect or disconnect",
+      value: redis ? redis.commands_per_change : "n/a",
+      detail: redis
+        ? `${redis.churn_commands} from the server in the minute (${redis.churn_script_runs} script runs; ` +
+          `${redis.commands_with_scripts_per_change}/change counting the ${redis.churn_commands_in_scripts} run inside scripts); ` +
+          `at rest ${redis.idle_commands_per_s}/s subtracted`
+        : "no REDIS_URL",
+      target: "-",
+      result: "-",
+    },
+    {
+      measurement: "PostgreSQL statements in the minute",
+      value: postgres ? postgres.statements_in_window : "n/a",
+      detail: postgres ? `${postgres.per_s}/s; at rest ${postgres.idle_statements} in ${postgres.idle_seconds} s` : "",
+      target: `≤ ${TARGET_STATEMENTS_PER_S * settings.seconds}`,
+      result: verdict(targets.postgres_at_most_1_per_s),
+    },
+    {
+      measurement: "heap KiB per idle socket, with − without presence",
+      value: dash(memory.heap_kib_difference),
+      detail: `RSS difference ${dash(memory.rss_kib_difference)} KiB/socket; without: ${memory.without_presence}`,
+      target: `≤ ${TARGET_MEMORY_KIB}`,
+      result: verdict(targets.memory_within_1kib),
+    },
+    {
+      measurement: "heap growth over the churn, bytes per event received",
+      value: dash(memory.heap_growth_bytes_per_event),
+      detail:
+        `${dash(memory.heap_growth_mib)} MiB (${dash(memory.heap_growth_bytes_per_change)} B per connect or disconnect), ` +
+        `same sockets and subscriptions, after a full GC; ${dash(memory.heap_freed_on_unsubscribe_mib)} MiB freed when the watchers unsubscribed`,
+      target: "-",
+      result: "-",
+    },
+  ]);
+  console.table(
+    memory.rows.map((row) => ({
+      server: row.server,
+      code: row.code,
+      sockets: row.sockets,
+      "heap before MiB": row.heap_before_mib,
+      "heap with sockets MiB": row.heap_with_sockets_mib,
+      "heap KiB/socket": row.heap_kib_per_socket,
+      "rss before MiB": row.rss_before_mib,
+      "rss with sockets MiB": row.rss_with_sockets_mib,
+      "rss KiB/socket": row.rss_kib_per_socket,
+    })),
+  );
+  console.table(
+    memory.heap_along_the_run.map((row) => ({
+      "server with presence, after a full GC": row.stage,
+      "heap MiB": row.heap_mib,
+      "rss MiB": row.rss_mib,
+    })),
+  );
+  if (postgres && postgres.by_text.length > 0)
+    console.table(
+      postgres.by_text.slice(0, 10).map((row) => ({
+        "statements in the minute": row.count,
+        scopes: row.scopes,
+        text: row.text.length > 110 ? `${row.text.slice(0, 109)}…` : row.text,
+      })),
+    );
+  if (redis)
+    console.log(
+      `Redis commands of the server in the minute: ${Object.entries(redis.by_command)
+        .slice(0, 12)
+        .map(([command, count]) => `${command} ${count}`)
+        .join(", ")}`,
+    );
+  if (events.missed_samples.length > 0)
+    console.log(`missed events (first ${events.missed_samples.length}): ${events.missed_samples.join("; ")}`);
+  if (events.unexpected_samples.length > 0)
+    console.log(
+      `unexpected events (first ${events.unexpected_samples.length}): ${events.unexpected_samples.join("; ")}`,
+    );
+  for (const note of presence.notes) console.log(`presence: ${note}`);
+  result.presence = presence;
 }
 result.total_seconds = Math.round((performance.now() - started) / 1000);
 console.log(JSON.stringify(result));

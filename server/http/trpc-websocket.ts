@@ -397,12 +397,18 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
       signal: AbortSignal,
     ) {
       const iterator = result[Symbol.asyncIterator]();
-      const aborted = new Promise<"aborted">((resolve) =>
-        signal.addEventListener("abort", () => resolve("aborted"), { once: true }),
-      );
+      // A fresh abort promise per value: racing every value against one promise that stays
+      // pending for the subscription's life would keep each value reachable from it (a long-lived
+      // subscription's memory would grow with every event).
+      let abortWaiting: ((value: "aborted") => void) | undefined;
+      const onAbort = () => abortWaiting?.("aborted");
+      signal.addEventListener("abort", onAbort, { once: true });
       try {
         for (;;) {
+          if (signal.aborted) return;
+          const aborted = new Promise<"aborted">((resolve) => (abortWaiting = resolve));
           const next = await Promise.race([iterator.next(), aborted]);
+          abortWaiting = undefined;
           if (next === "aborted" || next.done) return;
           const value: unknown = next.value;
           respond({
@@ -414,6 +420,7 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
           options.onEventDelivered?.();
         }
       } finally {
+        signal.removeEventListener("abort", onAbort);
         await iterator.return?.();
       }
     }
