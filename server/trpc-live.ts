@@ -9,53 +9,65 @@ import type { StreamEvent } from "./events/streams.ts";
 import type { PresenceChanged, PresenceWatch } from "./services/presence/presence.ts";
 import { toTRPCError } from "./trpc-errors.ts";
 
+/**
+ * A queue in front of a stream's sink, read as an async iterator: `push` a value, `end` it, or
+ * `fail` it (the error as tRPC's); a waiting `next` looks again after each. `close` is what
+ * `return` calls (the client went away).
+ */
+function queuedIterator<T>(close: () => void) {
+  const items: T[] = [];
+  let done = false;
+  let failure: { error: unknown } | undefined;
+  let wake: (() => void) | undefined;
+  const iterator: AsyncIterator<T> = {
+    next: async () => {
+      for (;;) {
+        const item = items.shift();
+        if (item) return { value: item, done: false };
+        if (failure) throw failure.error;
+        if (done) return { value: undefined, done: true };
+        await new Promise<void>((resolve) => (wake = resolve));
+        wake = undefined;
+      }
+    },
+    return: async () => {
+      close();
+      return { value: undefined, done: true };
+    },
+  };
+  return {
+    iterator,
+    push(item: T) {
+      items.push(item);
+      wake?.();
+    },
+    end() {
+      done = true;
+      wake?.();
+    },
+    fail(error: unknown) {
+      failure = { error: toTRPCError(error) };
+      wake?.();
+    },
+  };
+}
+
 /** What a subscription procedure returns for a live subscription: the subscription, iterable as tRPC expects. */
 export class TrackedLiveStream implements AsyncIterable<TrackedEnvelope<StreamEvent>> {
   constructor(readonly subscription: LiveSubscription) {}
 
-  /** The events as tRPC tracked envelopes, with a queue in front of the subscription's sink. */
+  /** The events as tRPC tracked envelopes. */
   [Symbol.asyncIterator](): AsyncIterator<TrackedEnvelope<StreamEvent>> {
     const { subscription } = this;
-    const items: TrackedEnvelope<StreamEvent>[] = [];
-    let ended = false;
-    let closed = false;
-    let failure: { error: unknown } | undefined;
-    let wake: (() => void) | undefined;
-    // Closed by the abort signal, by `return`, or on failure: a waiting `next` looks again.
-    subscription.onClose(() => {
-      closed = true;
-      wake?.();
-    });
+    const queue = queuedIterator<TrackedEnvelope<StreamEvent>>(() => subscription.close());
+    // Closed by the abort signal, by `return`, or on failure.
+    subscription.onClose(queue.end);
     subscription.attach({
-      event: (position, event) => {
-        items.push(tracked(position, event));
-        wake?.();
-      },
-      end: () => {
-        ended = true;
-        wake?.();
-      },
-      fail: (error) => {
-        failure = { error: toTRPCError(error) };
-        wake?.();
-      },
+      event: (position, event) => queue.push(tracked(position, event)),
+      end: queue.end,
+      fail: queue.fail,
     });
-    return {
-      next: async () => {
-        for (;;) {
-          const item = items.shift();
-          if (item) return { value: item, done: false };
-          if (failure) throw failure.error;
-          if (ended || closed) return { value: undefined, done: true };
-          await new Promise<void>((resolve) => (wake = resolve));
-          wake = undefined;
-        }
-      },
-      return: async () => {
-        subscription.close();
-        return { value: undefined, done: true };
-      },
-    };
+    return queue.iterator;
   }
 }
 
@@ -68,40 +80,10 @@ export class PresenceStream implements AsyncIterable<PresenceChanged> {
 
   [Symbol.asyncIterator](): AsyncIterator<PresenceChanged> {
     const { watch } = this;
-    const items: PresenceChanged[] = [];
-    let closed = false;
-    let failure: { error: unknown } | undefined;
-    let wake: (() => void) | undefined;
-    watch.onClose(() => {
-      closed = true;
-      wake?.();
-    });
-    watch.attach({
-      event: (event) => {
-        items.push(event);
-        wake?.();
-      },
-      fail: (error) => {
-        failure = { error: toTRPCError(error) };
-        wake?.();
-      },
-    });
-    return {
-      next: async () => {
-        for (;;) {
-          const item = items.shift();
-          if (item) return { value: item, done: false };
-          if (failure) throw failure.error;
-          if (closed) return { value: undefined, done: true };
-          await new Promise<void>((resolve) => (wake = resolve));
-          wake = undefined;
-        }
-      },
-      return: async () => {
-        watch.close();
-        return { value: undefined, done: true };
-      },
-    };
+    const queue = queuedIterator<PresenceChanged>(() => watch.close());
+    watch.onClose(queue.end);
+    watch.attach({ event: queue.push, fail: queue.fail });
+    return queue.iterator;
   }
 }
 
