@@ -19,15 +19,16 @@
 import WebSocket from "ws";
 import { createChatClient, type ChatClient } from "@chat-service/client";
 import type { Language } from "../db/schema/index.ts";
-import { clientFrames, PING, PONG, trpcSocketUrl } from "../server/http/trpc-ws-protocol.ts";
+import { PING, PONG } from "../server/http/trpc-ws-protocol.ts";
 import {
   api,
   mapLimit,
+  openTrpcSocket,
   percentile,
   postAtRate,
   postJson,
-  processRssMiB,
   round,
+  settledMemory,
   sleep,
   startBaselineRelay,
   startBenchServer,
@@ -35,7 +36,9 @@ import {
   startUsageWindow,
   waitForQuietMachine,
   type BenchServer,
+  type MemoryReading,
   envNumber,
+  TrpcRequests,
 } from "./lib.ts";
 
 /** Length of each sending window, and how long to wait afterwards for stragglers. */
@@ -227,73 +230,32 @@ export interface Receiver {
 /** A bare `ws` socket speaking the tRPC WebSocket protocol. */
 class RawReceiver implements Receiver {
   readonly sink: Sink = { collector: undefined, index: 0 };
-  private waiters = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
-  private nextId = 1;
+  private readonly requests: TrpcRequests;
   stopped = false;
 
   private constructor(private readonly socket: WebSocket) {
+    this.requests = new TrpcRequests(socket);
     socket.on("message", (data: Buffer, isBinary: boolean) => this.onFrame(data, isBinary));
     socket.on("close", () => {
       this.stopped = true;
-      for (const waiter of this.waiters.values()) waiter.reject(new Error("socket closed"));
-      this.waiters.clear();
+      this.requests.rejectAll("socket closed");
     });
     socket.on("error", () => {});
   }
 
   /** Opens the socket and sends the connection params, as the tRPC client does. */
   static open(baseUrl: string, token: string): Promise<RawReceiver> {
-    return new Promise((resolve, reject) => {
-      const socket = new WebSocket(trpcSocketUrl(baseUrl), {
-        perMessageDeflate: false,
-        // The load generator shares the machine: it trusts the server's UTF-8 rather than checking it.
-        skipUTF8Validation: true,
-      });
-      const timer = setTimeout(() => {
-        socket.terminate();
-        reject(new Error("WebSocket open timed out"));
-      }, 30_000);
-      socket.once("open", () => {
-        clearTimeout(timer);
-        socket.send(clientFrames.connectionParams({ token }));
-        resolve(new RawReceiver(socket));
-      });
-      socket.once("error", (error) => {
-        clearTimeout(timer);
-        reject(error);
-      });
-    });
-  }
-
-  private request(method: "query" | "subscription", path: string, input?: unknown): Promise<unknown> {
-    const id = this.nextId++;
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.waiters.delete(id);
-        reject(new Error(`${path}: no answer`));
-      }, 60_000);
-      this.waiters.set(id, {
-        resolve: (value) => {
-          clearTimeout(timer);
-          resolve(value);
-        },
-        reject: (error) => {
-          clearTimeout(timer);
-          reject(error);
-        },
-      });
-      this.socket.send(clientFrames.request(id, method, path, { input }));
-    });
+    return openTrpcSocket(baseUrl, token, (socket) => new RawReceiver(socket));
   }
 
   /** A query over the socket: proves the connection params authenticated it. */
   query(path: string) {
-    return this.request("query", path);
+    return this.requests.send("query", path);
   }
 
   /** Resolves when the server answers `started`. */
   subscribe(path: string, input: unknown) {
-    return this.request("subscription", path, input);
+    return this.requests.send("subscription", path, input);
   }
 
   private onFrame(data: Buffer, isBinary: boolean) {
@@ -308,14 +270,11 @@ class RawReceiver implements Receiver {
     } catch {
       return;
     }
-    const waiter = typeof message.id === "number" ? this.waiters.get(message.id) : undefined;
+    const waiter = this.requests.waiter(message.id);
     if (message.error) {
       const text = message.error.message ?? "error";
       this.sink.collector?.errors.push(text);
-      if (waiter) {
-        this.waiters.delete(message.id!);
-        waiter.reject(new Error(text));
-      }
+      waiter?.reject(new Error(text));
       return;
     }
     if (message.result?.type === "stopped") this.stopped = true;
@@ -324,7 +283,6 @@ class RawReceiver implements Receiver {
       (message.result?.type === "started" || message.result?.type === "data" || message.result?.type === undefined)
     ) {
       // A query answers with {type:"data"}; a subscription first with {type:"started"}.
-      this.waiters.delete(message.id!);
       waiter.resolve(message.result?.data);
     }
   }
@@ -780,23 +738,6 @@ export type IdleRow = {
   heap_kib_per_connection: number | null;
   compared_with: string;
 };
-
-type MemoryReading = { rss: number; heap: number };
-
-/**
- * The server's memory at rest: a full GC (through the inspector), a few seconds to settle,
- * then RSS averaged over two seconds and the JS heap in use.
- */
-async function settledMemory(server: BenchServer): Promise<MemoryReading> {
-  const heap = await server.heap!.collectAndMeasure();
-  await sleep(2000);
-  const samples: number[] = [];
-  for (let i = 0; i < 8; i++) {
-    samples.push(processRssMiB(server.pid));
-    await sleep(250);
-  }
-  return { rss: samples.reduce((sum, value) => sum + value, 0) / samples.length, heap: heap.usedMiB };
-}
 
 export async function runIdle(
   log: (line: string) => void,

@@ -59,8 +59,6 @@
 // load generator does more (pushes, translation requests, signed webhook deliveries), which the
 // server's CPU does not include but which competes with it for the cores.
 import { readdirSync, readFileSync } from "node:fs";
-import { randomBytes } from "node:crypto";
-import postgres from "postgres";
 import type { Language } from "../db/schema/index.ts";
 import { startFakeExpo, type ExpoReceived } from "../test/helpers/push.ts";
 import { startFakeLibreTranslate, type FakeTranslator } from "../test/helpers/translation.ts";
@@ -80,6 +78,7 @@ import {
 import {
   api,
   envNumber,
+  freshDatabase,
   mapLimit,
   percentile,
   postAtRate,
@@ -210,43 +209,6 @@ function startRedisCpuWindow(): { finish(): number | null } {
         }
       }
       return total;
-    },
-  };
-}
-
-/**
- * A database of its own for one run, next to the one of `baseUrl` (created through it), dropped
- * by `drop()`. When it cannot be created (no CREATEDB right), the database of `baseUrl` itself.
- */
-async function freshDatabase(
-  baseUrl: string,
-  log: (line: string) => void,
-): Promise<{ url: string; fresh: boolean; drop(): Promise<void> }> {
-  const name = `bench_features_${randomBytes(4).toString("hex")}`;
-  const admin = () => postgres(baseUrl, { max: 1, onnotice: () => {} });
-  const sql = admin();
-  try {
-    await sql.unsafe(`create database "${name}"`);
-  } catch (error) {
-    log(`features: could not create a fresh database (${(error as Error).message}); using DATABASE_URL's`);
-    return { url: baseUrl, fresh: false, drop: async () => {} };
-  } finally {
-    await sql.end({ timeout: 1 });
-  }
-  const url = new URL(baseUrl);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    fresh: true,
-    async drop() {
-      const sql = admin();
-      try {
-        await sql.unsafe(`drop database if exists "${name}" with (force)`);
-      } catch (error) {
-        log(`features: could not drop database ${name}: ${(error as Error).message}`);
-      } finally {
-        await sql.end({ timeout: 1 });
-      }
     },
   };
 }
@@ -461,7 +423,7 @@ async function measure(
   log: (line: string) => void,
 ): Promise<FeaturesRun> {
   const features = config === "features";
-  const database = await freshDatabase(process.env.DATABASE_URL!, log);
+  const database = await freshDatabase(process.env.DATABASE_URL!, "features", log);
   let server: BenchServer | undefined;
   let receivers: Receiver[] = [];
   try {

@@ -1,5 +1,6 @@
 // Shared pieces of `npm run bench`: the server under test as its own process, /proc readings
-// of it, percentiles and a small REST helper. Everything talks to 127.0.0.1 only.
+// of it, percentiles, a small REST helper, requests over a bare tRPC WebSocket, fresh databases
+// and a seeded generator. Everything talks to 127.0.0.1 only.
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
@@ -9,6 +10,8 @@ import { createServer } from "node:net";
 import { cpus, tmpdir } from "node:os";
 import { createInterface } from "node:readline";
 import path from "node:path";
+import WebSocket from "ws";
+import { clientFrames, trpcSocketUrl } from "../server/http/trpc-ws-protocol.ts";
 
 export const ROOT = path.resolve(import.meta.dirname, "..");
 
@@ -289,6 +292,23 @@ export function processRssMiB(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, "utf8");
   const kb = Number(/^VmRSS:\s+(\d+)\s+kB/m.exec(status)?.[1] ?? 0);
   return kb / 1024;
+}
+
+export type MemoryReading = { rss: number; heap: number };
+
+/**
+ * The server's memory at rest (needs `inspect`): a full GC (through the inspector), a few seconds
+ * to settle, then RSS averaged over two seconds and the JS heap in use (MiB).
+ */
+export async function settledMemory(server: BenchServer): Promise<MemoryReading> {
+  const heap = await server.heap!.collectAndMeasure();
+  await sleep(2000);
+  const samples: number[] = [];
+  for (let i = 0; i < 8; i++) {
+    samples.push(processRssMiB(server.pid));
+    await sleep(250);
+  }
+  return { rss: samples.reduce((sum, value) => sum + value, 0) / samples.length, heap: heap.usedMiB };
 }
 
 /** Busy and total jiffies of the whole machine (all cores), from /proc/stat. */
@@ -597,4 +617,138 @@ export function keepAliveCaller(agent: HttpAgent, timeoutMs: number) {
       request.end(payload);
     });
   };
+}
+
+/**
+ * A database of its own for one run, next to the one of `baseUrl` (created through it), dropped
+ * by `drop()`. When it cannot be created (no CREATEDB right), the database of `baseUrl` itself.
+ * It is named `bench_<label>_<random hex>`; log lines start with `<label>:`.
+ */
+export async function freshDatabase(
+  baseUrl: string,
+  label: string,
+  log: (line: string) => void,
+): Promise<{ url: string; fresh: boolean; drop(): Promise<void> }> {
+  const { default: postgres } = await import("postgres");
+  const name = `bench_${label}_${randomBytes(4).toString("hex")}`;
+  const admin = () => postgres(baseUrl, { max: 1, onnotice: () => {} });
+  const sql = admin();
+  try {
+    await sql.unsafe(`create database "${name}"`);
+  } catch (error) {
+    log(`${label}: could not create a fresh database (${(error as Error).message}); using DATABASE_URL's`);
+    return { url: baseUrl, fresh: false, drop: async () => {} };
+  } finally {
+    await sql.end({ timeout: 1 });
+  }
+  const url = new URL(baseUrl);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    fresh: true,
+    async drop() {
+      const sql = admin();
+      try {
+        await sql.unsafe(`drop database if exists "${name}" with (force)`);
+      } catch (error) {
+        log(`${label}: could not drop database ${name}: ${(error as Error).message}`);
+      } finally {
+        await sql.end({ timeout: 1 });
+      }
+    },
+  };
+}
+
+/** A small seeded generator (mulberry32): the same seed, the same numbers, so every run picks alike. */
+export function seeded(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
+  };
+}
+
+/**
+ * Opens a bare `ws` socket to the server's tRPC WebSocket endpoint and sends the sign-in
+ * (connection params {token}) as its first frame, as the tRPC client does; `wrap` takes the socket
+ * over right after that frame is sent (before any frame of the server's can arrive), and the
+ * promise resolves with what it returns. Fails if the socket is not open within 30 s.
+ */
+export function openTrpcSocket<T>(baseUrl: string, token: string, wrap: (socket: WebSocket) => T): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const socket = new WebSocket(trpcSocketUrl(baseUrl), {
+      perMessageDeflate: false,
+      // The load generator shares the machine: it trusts the server's UTF-8 rather than checking it.
+      skipUTF8Validation: true,
+    });
+    const timer = setTimeout(() => {
+      socket.terminate();
+      reject(new Error("WebSocket open timed out"));
+    }, 30_000);
+    socket.once("open", () => {
+      clearTimeout(timer);
+      socket.send(clientFrames.connectionParams({ token }));
+      resolve(wrap(socket));
+    });
+    socket.once("error", (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+  });
+}
+
+type Waiter = { resolve: (value: unknown) => void; reject: (error: Error) => void };
+
+/**
+ * The requests a bare socket (openTrpcSocket) sends in the tRPC WebSocket protocol, each waiting
+ * for the frame with its id: at most 60 s, or until the socket's frame handler settles it through
+ * `waiter(id)`, or its close handler through `rejectAll`.
+ */
+export class TrpcRequests {
+  private readonly waiters = new Map<number, Waiter>();
+  private nextId = 1;
+
+  constructor(private readonly socket: WebSocket) {}
+
+  /** The id the next request will have. */
+  get nextRequestId(): number {
+    return this.nextId;
+  }
+
+  /** Resolves with the answer's data: a query's `data`, a subscription's `started`. */
+  send(method: "query" | "subscription", path: string, input?: unknown): Promise<unknown> {
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.waiters.delete(id);
+        reject(new Error(`${path}: no answer`));
+      }, 60_000);
+      this.waiters.set(id, {
+        resolve: (value) => {
+          this.waiters.delete(id);
+          clearTimeout(timer);
+          resolve(value);
+        },
+        reject: (error) => {
+          this.waiters.delete(id);
+          clearTimeout(timer);
+          reject(error);
+        },
+      });
+      this.socket.send(clientFrames.request(id, method, path, { input }));
+    });
+  }
+
+  /** The request still waiting that a frame with this id answers, if any; settling it ends the wait. */
+  waiter(id: unknown): Waiter | undefined {
+    return typeof id === "number" ? this.waiters.get(id) : undefined;
+  }
+
+  /** Fails every request still waiting (the socket closed). */
+  rejectAll(message: string): void {
+    for (const waiter of this.waiters.values()) waiter.reject(new Error(message));
+  }
 }

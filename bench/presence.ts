@@ -24,9 +24,9 @@
 // they answer the server's PINGs. Socket i belongs to user i; the first BENCH_PRESENCE_WATCHERS
 // (1000) are the watchers (never closed), the others churn.
 //
-// 1. Memory per idle socket. After a warm-up (200 sockets signed in, a query each, closed), a
-//    full GC through the inspector and RSS averaged over 2 s (as the `idle` section does); then
-//    all the sockets signed in, each proven by one query (me.get), and the same reading: heap
+// 1. Memory per idle socket. After a warm-up (200 sockets, or all when fewer, signed in, a query
+//    each, closed), a full GC through the inspector and RSS averaged over 2 s (as the `idle`
+//    section does); then all the sockets signed in, each proven by one query (me.get), and the same reading: heap
 //    and RSS per socket = (with sockets − before) / sockets. The same is measured on a server
 //    WITHOUT presence: the service as of the commit before presence was added (HEAD while presence
 //    is uncommitted; once it is committed, the parent of the commit that added
@@ -95,22 +95,27 @@ import { connect as netConnect, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
-import postgres from "postgres";
 import { sql, type SQL } from "drizzle-orm";
 import WebSocket from "ws";
-import { clientFrames, PING, PONG, trpcSocketUrl } from "../server/http/trpc-ws-protocol.ts";
+import { rowsOf } from "../db/client.ts";
+import { clientFrames, PING, PONG } from "../server/http/trpc-ws-protocol.ts";
 import {
   envNumber,
   freePort,
+  freshDatabase,
   mapLimit,
+  openTrpcSocket,
   percentile,
-  processRssMiB,
   ROOT,
   round,
+  seeded as seededRandom,
+  settledMemory,
   sleep,
   startBenchServer,
   startUsageWindow,
+  TrpcRequests,
   type BenchServer,
+  type MemoryReading,
 } from "./lib.ts";
 
 const SOCKETS = Math.min(20_000, Math.floor(envNumber("BENCH_PRESENCE_SOCKETS", 5000)));
@@ -249,8 +254,7 @@ type PresenceEventData = {
 
 /** A bare `ws` socket speaking the tRPC WebSocket protocol, signed in by its first frame. */
 class LiveSocket {
-  private readonly waiters = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
-  private nextId = 1;
+  private readonly requests: TrpcRequests;
   /** When the sign-in frame was sent (performance.now()). */
   signedInAt = 0;
   /** Presence events of the subscription (id 1 when subscribed). */
@@ -260,33 +264,20 @@ class LiveSocket {
   closedAt: number | undefined;
 
   private constructor(readonly socket: WebSocket) {
+    this.requests = new TrpcRequests(socket);
     socket.on("message", (data: Buffer, isBinary: boolean) => this.onFrame(data, isBinary));
     socket.on("close", () => {
       this.closedAt = performance.now();
-      for (const waiter of this.waiters.values()) waiter.reject(new Error("socket closed"));
-      this.waiters.clear();
+      this.requests.rejectAll("socket closed");
     });
     socket.on("error", () => {});
   }
 
   static open(baseUrl: string, token: string): Promise<LiveSocket> {
-    return new Promise((resolve, reject) => {
-      const socket = new WebSocket(trpcSocketUrl(baseUrl), { perMessageDeflate: false, skipUTF8Validation: true });
-      const timer = setTimeout(() => {
-        socket.terminate();
-        reject(new Error("WebSocket open timed out"));
-      }, 30_000);
-      socket.once("open", () => {
-        clearTimeout(timer);
-        const live = new LiveSocket(socket);
-        socket.send(clientFrames.connectionParams({ token }));
-        live.signedInAt = performance.now();
-        resolve(live);
-      });
-      socket.once("error", (error) => {
-        clearTimeout(timer);
-        reject(error);
-      });
+    return openTrpcSocket(baseUrl, token, (socket) => {
+      const live = new LiveSocket(socket);
+      live.signedInAt = performance.now();
+      return live;
     });
   }
 
@@ -294,30 +285,9 @@ class LiveSocket {
     return this.socket.readyState === WebSocket.OPEN;
   }
 
-  private request(method: "query" | "subscription", path: string, input?: unknown): Promise<unknown> {
-    const id = this.nextId++;
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.waiters.delete(id);
-        reject(new Error(`${path}: no answer`));
-      }, 60_000);
-      this.waiters.set(id, {
-        resolve: (value) => {
-          clearTimeout(timer);
-          resolve(value);
-        },
-        reject: (error) => {
-          clearTimeout(timer);
-          reject(error);
-        },
-      });
-      this.socket.send(clientFrames.request(id, method, path, { input }));
-    });
-  }
-
   /** A query over the socket: proves the sign-in worked. */
   query(path: string) {
-    return this.request("query", path);
+    return this.requests.send("query", path);
   }
 
   /** The id of the subscription `subscribe` started. */
@@ -327,8 +297,8 @@ class LiveSocket {
 
   /** Resolves on `started`; the events go to `onEvent`. */
   subscribe(path: string, input: unknown) {
-    this.subscriptionId = this.nextId;
-    return this.request("subscription", path, input);
+    this.subscriptionId = this.requests.nextRequestId;
+    return this.requests.send("subscription", path, input);
   }
 
   /** Stops the subscription; resolves on `stopped` (or after 10 s). */
@@ -360,13 +330,10 @@ class LiveSocket {
     } catch {
       return;
     }
-    const waiter = typeof message.id === "number" ? this.waiters.get(message.id) : undefined;
+    const waiter = this.requests.waiter(message.id);
     if (message.error) {
       this.errors++;
-      if (waiter) {
-        this.waiters.delete(message.id!);
-        waiter.reject(new Error(message.error.message ?? "error"));
-      }
+      waiter?.reject(new Error(message.error.message ?? "error"));
       return;
     }
     const type = message.result?.type;
@@ -380,10 +347,7 @@ class LiveSocket {
       if (presence) this.onEvent(presence.user_id, presence.status, presence.last_seen_at);
       return;
     }
-    if (waiter && (type === "started" || type === "data" || type === undefined)) {
-      this.waiters.delete(message.id!);
-      waiter.resolve(message.result?.data);
-    }
+    if (waiter && (type === "started" || type === "data" || type === undefined)) waiter.resolve(message.result?.data);
   }
 }
 
@@ -396,43 +360,6 @@ type DatabaseHandleLike = {
   db: { execute(query: SQL): Promise<unknown> };
   close(): Promise<void>;
 };
-
-const rowsOf = <Row>(result: unknown): Row[] =>
-  Array.isArray(result) ? (result as Row[]) : (result as { rows: Row[] }).rows;
-
-/** A database of its own next to DATABASE_URL's (features.ts does the same), or DATABASE_URL's. */
-async function freshDatabase(
-  baseUrl: string,
-  log: (line: string) => void,
-): Promise<{ url: string; fresh: boolean; drop(): Promise<void> }> {
-  const name = `bench_presence_${randomBytes(4).toString("hex")}`;
-  const admin = () => postgres(baseUrl, { max: 1, onnotice: () => {} });
-  const client = admin();
-  try {
-    await client.unsafe(`create database "${name}"`);
-  } catch (error) {
-    log(`presence: could not create a fresh database (${(error as Error).message}); using DATABASE_URL's`);
-    return { url: baseUrl, fresh: false, drop: async () => {} };
-  } finally {
-    await client.end({ timeout: 1 });
-  }
-  const url = new URL(baseUrl);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    fresh: true,
-    async drop() {
-      const client = admin();
-      try {
-        await client.unsafe(`drop database if exists "${name}" with (force)`);
-      } catch (error) {
-        log(`presence: could not drop database ${name}: ${(error as Error).message}`);
-      } finally {
-        await client.end({ timeout: 1 });
-      }
-    },
-  };
-}
 
 /** An id as server/ids.ts makes them (prefix, 10 characters of time, 16 random). */
 function benchId(prefix: string, index: number): string {
@@ -565,7 +492,9 @@ type Started = {
 
 async function startSeeded(label: string, root: string, log: (line: string) => void): Promise<Started> {
   const dataDir = await mkdtemp(path.join(tmpdir(), "chat-bench-presence-"));
-  const database = process.env.DATABASE_URL ? await freshDatabase(process.env.DATABASE_URL, log) : undefined;
+  const database = process.env.DATABASE_URL
+    ? await freshDatabase(process.env.DATABASE_URL, "presence", log)
+    : undefined;
   let server: BenchServer | undefined;
   try {
     log(`presence: ${label}: writing ${SOCKETS} users, their tokens and their workspace in SQL`);
@@ -605,20 +534,6 @@ async function startSeeded(label: string, root: string, log: (line: string) => v
 // ---------------------------------------------------------------------------------------------
 // Memory
 
-type MemoryReading = { rss: number; heap: number };
-
-/** A full GC (through the inspector), a few seconds to settle, then RSS averaged over 2 s and the heap in use. */
-async function settledMemory(server: BenchServer): Promise<MemoryReading> {
-  const heap = await server.heap!.collectAndMeasure();
-  await sleep(2000);
-  const samples: number[] = [];
-  for (let i = 0; i < 8; i++) {
-    samples.push(processRssMiB(server.pid));
-    await sleep(250);
-  }
-  return { rss: samples.reduce((sum, value) => sum + value, 0) / samples.length, heap: heap.usedMiB };
-}
-
 /** Warm-up, the reading without sockets, every socket signed in (a query each), the reading with them. */
 async function idleMemory(
   started: Started,
@@ -633,7 +548,9 @@ async function idleMemory(
     return socket;
   };
   log(`presence: ${label}: warming up`);
-  const warm = await mapLimit(Array.from({ length: WARM_UP_SOCKETS }), 50, (_, i) => connect(SOCKETS - 1 - i));
+  const warm = await mapLimit(Array.from({ length: Math.min(WARM_UP_SOCKETS, SOCKETS) }), 50, (_, i) =>
+    connect(SOCKETS - 1 - i),
+  );
   for (const socket of warm) socket.close();
   await sleep(2000);
   const before = await settledMemory(server);
@@ -840,18 +757,6 @@ function changesOf(actions: Action[], endAt: number): Change[] {
   return changes;
 }
 
-/** A small PRNG with a fixed seed, so every run watches and churns alike. */
-function random(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 const sortedNumbers = (values: number[]) => Float64Array.from(values).sort();
 
 function delayRow(kind: DelayRow["kind"], delays: number[], expected: number, missed: number): DelayRow {
@@ -900,7 +805,7 @@ export async function runPresence(log: (line: string) => void): Promise<Presence
 
     // Watchers: each follows WATCHED churning users, drawn with a fixed seed.
     const churners = Array.from({ length: SOCKETS - WATCHERS }, (_, i) => WATCHERS + i);
-    const pick = random(20_250_101);
+    const pick = seededRandom(20_250_101);
     const watchedBy = new Map<number, number[]>(); // socket index → the watchers of its user
     const watchLists: number[][] = [];
     for (let w = 0; w < WATCHERS; w++) {
@@ -988,7 +893,7 @@ export async function runPresence(log: (line: string) => void): Promise<Presence
     let lateTicks = 0;
     let windowConnects = 0;
     let windowDisconnects = 0;
-    const churnPick = random(7_654_321);
+    const churnPick = seededRandom(7_654_321);
     const churnRedis = noCounts();
     log(`presence: churn: ${RATE} disconnects and reconnects a second for ${SECONDS} s (grace ${GRACE_S} s)`);
     const marks = await probe.marks();
