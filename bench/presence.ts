@@ -26,8 +26,8 @@
 //
 // 1. Memory per idle socket. After a warm-up (200 sockets, or all when fewer, signed in, a query
 //    each, closed), a full GC through the inspector and RSS averaged over 2 s (as the `idle`
-//    section does); then all the sockets signed in, each proven by one query (me.get), and the same reading: heap
-//    and RSS per socket = (with sockets − before) / sockets. The same is measured on a server
+//    section does); then all the sockets signed in, each proven by one query (me.get), and the
+//    same reading: heap and RSS per socket = (with sockets − before) / sockets. The same is measured on a server
 //    WITHOUT presence: the service as of the commit before presence was added (HEAD while presence
 //    is uncommitted; once it is committed, the parent of the commit that added
 //    server/services/presence/presence.ts), exported with `git archive` (read-only: nothing in
