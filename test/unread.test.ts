@@ -4,7 +4,10 @@
 // `<!here>`) only for those who can read, edits and deletes, joining late, leaving, racing
 // devices, and `read.updated` on the reader's own stream, live and on resume. Over REST and the
 // typed client.
+import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
+import { conversations, messages } from "../db/schema/index.ts";
+import { newId } from "../server/ids.ts";
 import { type ApiResponse } from "./helpers/api.ts";
 import { registerUser, type RegisteredUser } from "./helpers/factories.ts";
 import { attach, collect, world, type Received } from "./helpers/live.ts";
@@ -432,5 +435,261 @@ describe("read.updated", () => {
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(feed.received.filter(isRead)).toHaveLength(1);
     expect(ownerFeed.received.filter(isRead)).toHaveLength(0);
+  });
+});
+
+describe("the 1,000 cap", () => {
+  /**
+   * Messages written straight into the messages table, a millisecond apart and oldest first, with
+   * the columns a top-level post writes (server/services/messaging/post-message.ts): place,
+   * author, content, language, mentioned_user_ids, mentions_channel, times; in a conversation also
+   * its last_message_id. No events: counts are read from the messages themselves. Answers their
+   * ids in order.
+   */
+  async function insertMessages(
+    place: { workspaceId: string; channelId: string } | { conversationId: string },
+    authorId: number,
+    count: number,
+    shape: (index: number) => { content: string; mentionedUserIds?: number[]; mentionsChannel?: boolean },
+  ): Promise<string[]> {
+    // In the past (a second or two ago), so that anything posted after through the API sorts later.
+    const start = Date.now() - 2 * count - 1_000;
+    const rows = Array.from({ length: count }, (_, index) => {
+      const at = new Date(start + index);
+      const { content, mentionedUserIds = [], mentionsChannel = false } = shape(index);
+      return {
+        id: newId("message", at.getTime()),
+        workspaceId: "workspaceId" in place ? place.workspaceId : null,
+        channelId: "channelId" in place ? place.channelId : null,
+        conversationId: "conversationId" in place ? place.conversationId : null,
+        authorUserId: authorId,
+        content,
+        language: "en" as const,
+        mentionedUserIds,
+        mentionsChannel,
+        createdAt: at,
+        updatedAt: at,
+      };
+    });
+    const db = ctx.server.app.deps.db;
+    for (let offset = 0; offset < rows.length; offset += 500) {
+      await db.insert(messages).values(rows.slice(offset, offset + 500));
+    }
+    if ("conversationId" in place) {
+      await db
+        .update(conversations)
+        .set({ lastMessageId: rows.at(-1)!.id, updatedAt: rows.at(-1)!.createdAt })
+        .where(eq(conversations.id, place.conversationId));
+    }
+    return rows.map((row) => row.id);
+  }
+
+  it("unread_count and mention_count stop at 1,000 on the lists and in GET /api/v1/unread, whose sums and badge add the capped counts", async () => {
+    const { owner, member, workspace, general } = await live.team();
+    const busy = await live.createChannel(owner, workspace.id, "public");
+    expectStatus(
+      await api().post(`/api/v1/workspaces/${workspace.id}/channels/${busy.id}/join`, {}, { token: member.token }),
+      200,
+      "join",
+    );
+    const conversationId = await live.openConversation(owner, member);
+    // Nothing yet: the member's positions are null, so every message below is after them.
+    expect(counts(await channelRow(member, workspace.id, busy.id))).toEqual({
+      last_read_message_id: null,
+      unread_count: 0,
+      mention_count: 0,
+    });
+
+    // #busy: 1,005 top-level messages by the owner; all but the first 3 mention the member (1,002 mentions).
+    const busyIds = await insertMessages({ workspaceId: workspace.id, channelId: busy.id }, owner.id, 1_005, (index) =>
+      index < 3
+        ? { content: `plain ${index}` }
+        : { content: `<@${member.id}> ${index}`, mentionedUserIds: [member.id] },
+    );
+    // #general: 1,005 top-level messages, 12 of them mentions (10 of the member, 2 `<!channel>`), and
+    // 3 messages of the member's own: over the cap unread, exact in mentions.
+    await insertMessages({ workspaceId: workspace.id, channelId: general.id }, owner.id, 1_005, (index) =>
+      index % 100 === 7
+        ? { content: `<@${member.id}> ${index}`, mentionedUserIds: [member.id] }
+        : index === 500 || index === 900
+          ? { content: `<!channel> ${index}`, mentionsChannel: true }
+          : { content: `general ${index}` },
+    );
+    await insertMessages({ workspaceId: workspace.id, channelId: general.id }, member.id, 3, (index) => ({
+      content: `mine ${index}`,
+    }));
+    // The conversation: 1,003 direct messages by the owner (each one a mention of the member).
+    await insertMessages({ conversationId }, owner.id, 1_003, (index) => ({ content: `dm ${index}` }));
+
+    const busyRow = await channelRow(member, workspace.id, busy.id);
+    expect(counts(busyRow)).toEqual({ last_read_message_id: null, unread_count: 1000, mention_count: 1000 });
+    const generalRow = await channelRow(member, workspace.id, general.id);
+    expect(counts(generalRow)).toEqual({ last_read_message_id: null, unread_count: 1000, mention_count: 12 });
+    // The author's own messages are never unread for them, however many.
+    expect(await channelRow(owner, workspace.id, busy.id)).toMatchObject({ unread_count: 0, mention_count: 0 });
+
+    const list = await api().get("/api/v1/direct-conversations", { token: member.token });
+    expectStatus(list, 200, "conversations");
+    expect((list.body.data as (Counts & { id: string })[]).find((row) => row.id === conversationId)).toMatchObject({
+      last_read_message_id: null,
+      unread_count: 1000,
+      mention_count: 1000,
+    });
+
+    // The summary: each place capped, the workspace the sum of its channels' capped counts, and
+    // the badge the sum of the capped mention counts (1,000 + 12 + 1,000).
+    const summary = await api().get("/api/v1/unread", { token: member.token });
+    expectStatus(summary, 200, "unread");
+    expect(summary.body.data).toEqual({
+      total_mentions: 2012,
+      workspaces: [{ workspace_id: workspace.id, unread_count: 2000, mention_count: 1012 }],
+      channels: expect.arrayContaining([
+        {
+          workspace_id: workspace.id,
+          channel_id: busy.id,
+          last_read_message_id: null,
+          unread_count: 1000,
+          mention_count: 1000,
+          muted: false,
+        },
+        {
+          workspace_id: workspace.id,
+          channel_id: general.id,
+          last_read_message_id: null,
+          unread_count: 1000,
+          mention_count: 12,
+          muted: false,
+        },
+      ]),
+      conversations: [
+        {
+          conversation_id: conversationId,
+          last_read_message_id: null,
+          unread_count: 1000,
+          mention_count: 1000,
+          muted: false,
+        },
+      ],
+    });
+    expect(summary.body.data.channels).toHaveLength(2);
+    expect((await live.chat(member.token).readState.summary.query()).data).toEqual(summary.body.data);
+
+    // At the edge: with exactly 1,000 messages after the position the count is 1,000, with 999 it is 999.
+    const atCap = await markRead(member, workspace.id, busy.id, busyIds[4]!);
+    expectStatus(atCap, 200, "read to the 5th");
+    expect(atCap.body.data).toEqual({ last_read_message_id: busyIds[4], unread_count: 1000, mention_count: 1000 });
+    const underCap = await markRead(member, workspace.id, busy.id, busyIds[5]!);
+    expect(underCap.body.data).toEqual({ last_read_message_id: busyIds[5], unread_count: 999, mention_count: 999 });
+    expect(counts(await channelRow(member, workspace.id, busy.id))).toEqual({
+      last_read_message_id: busyIds[5],
+      unread_count: 999,
+      mention_count: 999,
+    });
+    const after = await api().get("/api/v1/unread", { token: member.token });
+    expect(after.body.data).toMatchObject({
+      total_mentions: 999 + 12 + 1000,
+      workspaces: [{ workspace_id: workspace.id, unread_count: 1999, mention_count: 1011 }],
+    });
+  });
+});
+
+describe("read.updated on a second device of the reader", () => {
+  /** Another sign-in of the same user: a device of its own, with its own token. */
+  async function device(user: RegisteredUser, name: string): Promise<RegisteredUser> {
+    const response = await api().post("/api/v1/auth/app/login", {
+      email: user.email,
+      password: user.password,
+      device_name: name,
+    });
+    expectStatus(response, 200, `sign in on ${name}`);
+    return { ...user, token: response.body.access_token };
+  }
+
+  /** events.onUser on `client`, with the moment (performance.now()) each event arrived. */
+  function timedUserFeed(client: ReturnType<typeof live.chat>, input?: { lastEventId: string }) {
+    const arrivals: number[] = [];
+    const feed = collect((handlers) =>
+      client.events.onUser.subscribe(input, {
+        ...handlers,
+        onData: (value) => {
+          arrivals.push(performance.now());
+          handlers.onData(value);
+        },
+      }),
+    );
+    return { feed, arrivals };
+  }
+
+  const isRead = ({ event }: Received) => event.type === "read.updated";
+
+  it("sees its badge fall within a second of the read's answer on the other device, live", async () => {
+    const { owner, member, workspace, general } = await live.team();
+    const phone = await device(member, "phone");
+    const laptop = await device(member, "laptop");
+    const { feed, arrivals } = timedUserFeed(live.chat(phone.token));
+    let rename = 0;
+    await attach(
+      feed,
+      () => api().patch("/api/v1/me", { name: `Mia ${++rename}` }, { token: phone.token }),
+      ({ event }) => event.type === "user.updated",
+    );
+    const message = await post(owner, workspace.id, general.id, `<@${member.id}> look`);
+    const badge = await api().get("/api/v1/unread", { token: phone.token });
+    expect(badge.body.data.total_mentions).toBe(1);
+
+    const read = await markRead(laptop, workspace.id, general.id, message.id);
+    const answeredAt = performance.now();
+    expectStatus(read, 200, "read on the laptop");
+    const seen = await until(() => feed.received.find(isRead), "read.updated on the phone", 5_000);
+    const latency = arrivals[feed.received.indexOf(seen)]! - answeredAt;
+    expect(latency, `read.updated reached the phone ${Math.round(latency)} ms after the answer`).toBeLessThanOrEqual(
+      1000,
+    );
+    expect(seen.event).toMatchObject({
+      type: "read.updated",
+      workspace_id: workspace.id,
+      channel_id: general.id,
+      data: { last_read_message_id: message.id, unread_count: 0, mention_count: 0 },
+    });
+    expect((await api().get("/api/v1/unread", { token: phone.token })).body.data.total_mentions).toBe(0);
+  });
+
+  it("sees its badge fall within a second of subscribing again with lastEventId, after a read made while it was away", async () => {
+    const { owner, member, workspace, general } = await live.team();
+    const phone = await device(member, "phone");
+    const laptop = await device(member, "laptop");
+    const phoneClient = live.chat(phone.token);
+    const first = timedUserFeed(phoneClient);
+    let rename = 0;
+    await attach(
+      first.feed,
+      () => api().patch("/api/v1/me", { name: `Mia ${++rename}` }, { token: phone.token }),
+      ({ event }) => event.type === "user.updated",
+    );
+    const lastEventId = first.feed.received.at(-1)!.id;
+    // The phone goes away (the app in the background); meanwhile a mention arrives and is read on the laptop.
+    first.feed.unsubscribe();
+    const message = await post(owner, workspace.id, general.id, `<@${member.id}> while you were away`);
+    const read = await markRead(laptop, workspace.id, general.id, message.id);
+    expectStatus(read, 200, "read on the laptop");
+    expect(read.body.data).toEqual({ last_read_message_id: message.id, unread_count: 0, mention_count: 0 });
+
+    const subscribedAt = performance.now();
+    const resumed = timedUserFeed(phoneClient, { lastEventId });
+    const seen = await until(() => resumed.feed.received.find(isRead), "read.updated on resume", 5_000);
+    const latency = resumed.arrivals[resumed.feed.received.indexOf(seen)]! - subscribedAt;
+    expect(latency, `read.updated reached the phone ${Math.round(latency)} ms after it subscribed`).toBeLessThanOrEqual(
+      1000,
+    );
+    expect(seen.event).toMatchObject({
+      type: "read.updated",
+      workspace_id: workspace.id,
+      channel_id: general.id,
+      data: { last_read_message_id: message.id, unread_count: 0, mention_count: 0 },
+    });
+    // Exactly once, and not on the subscription it had left.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(resumed.feed.received.filter(isRead)).toHaveLength(1);
+    expect(first.feed.received.filter(isRead)).toHaveLength(0);
   });
 });
