@@ -11158,6 +11158,15 @@ export interface operations {
     };
     requestBody: {
       content: {
+        /**
+         * @example {
+         *       "setting": "dnd",
+         *       "dnd_until": "2030-01-01T17:00:00Z",
+         *       "status_text": "In a workshop",
+         *       "status_emoji": "🎨",
+         *       "status_expires_at": "2030-01-01T17:00:00Z"
+         *     }
+         */
         "application/json": {
           /** @enum {string} */
           setting?: "auto" | "away" | "dnd" | "invisible";
