@@ -78,6 +78,16 @@ function watch(viewer: RegisteredUser, userIds: number[], options: { sse?: boole
   );
 }
 
+/** A user's own presence when nothing is set (or everything set has lapsed), not connected. */
+const NOTHING_SET = {
+  setting: "auto",
+  dnd_until: null,
+  status_text: null,
+  status_emoji: null,
+  status_expires_at: null,
+  status: "offline",
+};
+
 const presenceEvents = (feed: Feed) =>
   feed.received.map(({ event }) => (event as unknown as { data: { presence: Presence } }).data.presence);
 const eventsFor = (feed: Feed, user: RegisteredUser) =>
@@ -88,16 +98,7 @@ describe("my presence", () => {
     const user = await registerUser(ctx.api);
     const response = await ctx.api.get("/api/v1/me/presence", { token: user.token });
     expect(response.status).toBe(200);
-    expect(response.body).toEqual({
-      data: {
-        setting: "auto",
-        dnd_until: null,
-        status_text: null,
-        status_emoji: null,
-        status_expires_at: null,
-        status: "offline",
-      },
-    });
+    expect(response.body).toEqual({ data: NOTHING_SET });
     expect(await live.chat(user.token).presence.get.query()).toEqual(response.body);
     expect((await ctx.api.get("/api/v1/me/presence")).status).toBe(401);
   });
@@ -199,14 +200,7 @@ describe("my presence", () => {
     );
     expect((await presenceOf(owner, member))[0]).toMatchObject({ status: "dnd", status_text: "Brb" });
     await sleep(1_400);
-    expect((await ctx.api.get("/api/v1/me/presence", { token: member.token })).body.data).toEqual({
-      setting: "auto",
-      dnd_until: null,
-      status_text: null,
-      status_emoji: null,
-      status_expires_at: null,
-      status: "offline",
-    });
+    expect((await ctx.api.get("/api/v1/me/presence", { token: member.token })).body.data).toEqual(NOTHING_SET);
     expect((await presenceOf(owner, member))[0]).toMatchObject({
       status: "offline",
       status_text: null,
