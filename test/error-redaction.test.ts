@@ -46,6 +46,22 @@ beforeAll(async () => {
 });
 afterAll(() => server?.close());
 
+describe("a client's protocol error on a WebSocket", () => {
+  it("a frame over 1 MiB closes the connection (1009) and is not logged as a server failure", async () => {
+    const before = lines.length;
+    const raw = await RawSocket.signedIn(server.url, user.token);
+    try {
+      raw.sendText(Buffer.alloc(1024 * 1024 + 1, 0x20));
+      expect(await raw.closed()).toBe(1009);
+    } finally {
+      raw.terminate();
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const logged = lines.slice(before).map((line) => JSON.parse(line) as { level: number });
+    expect(logged.filter((line) => line.level >= 50)).toEqual([]);
+  });
+});
+
 describe("a failure inside the database", () => {
   beforeAll(async () => {
     // Every new workspace and message now fails in PostgreSQL, quoting its row.

@@ -178,8 +178,11 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
     let stopWatching: (() => void) | void = undefined;
 
     // Protocol errors (a bad frame, a frame above maxPayload, invalid UTF-8): `ws` closes the
-    // connection itself; without this listener the error would end the process.
-    client.on("error", (cause) => reportError(getTRPCErrorFromUnknown(cause), undefined));
+    // connection itself; without this listener the error would end the process. They are the
+    // client's (reported as a bad request, not as a server failure with a stack).
+    client.on("error", (cause) =>
+      reportError(new TRPCError({ code: "BAD_REQUEST", message: "WebSocket protocol error", cause }), undefined),
+    );
     handleKeepAlive(client, options.keepAlive.pingMs, options.keepAlive.pongWaitMs);
 
     const close = (code: number, reason: string) => {
