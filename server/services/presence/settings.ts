@@ -175,16 +175,6 @@ export async function storedPresences(db: Executor, userIds: readonly number[]):
   return stored;
 }
 
-/** One statement: the user's own stored presence. */
-export async function storedPresence(db: Executor, userId: number): Promise<StoredPresence> {
-  const [row] = rowsOf<Row>(
-    await db.execute(
-      sql`select p.user_id, ${sql.raw(presenceColumnsOf("p"))} from ${userPresence} p where p.user_id = ${userId}`,
-    ),
-  );
-  return row ? storedOf(row) : NO_PRESENCE;
-}
-
 /** A change of the settings: fields left undefined keep their value. */
 export type PresenceChange = {
   setting?: PresenceSetting | undefined;
