@@ -1,6 +1,7 @@
 // The consumers of the event log (server/consumers/): a consumer's statements per message fall
 // as its batch grows (one statement per batch, whatever its size), and a consumer with nothing
 // to do costs no statement at all.
+import { randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { rowsOf, type Database } from "../db/client.ts";
@@ -107,5 +108,56 @@ describe("the consumers' cursors", () => {
       await ctx.server.app.deps.db.execute(sql`select name from consumer_cursors order by name`),
     );
     expect(rows.map((row) => row.name)).toEqual(["outbound", "push", "read-positions", "search"]);
+  });
+});
+
+describe("a coalescing consumer (search, read positions)", () => {
+  it("takes the batches the relay handed it from memory: while it keeps up, its turns read nothing from the log", async () => {
+    const [owner] = await Promise.all([registerUser(ctx.api)]);
+    const place = await createWorkspaceWithGeneral(ctx.api, owner);
+    const { relay } = ctx.server.app.deps;
+    const post = (content: string) =>
+      ctx.api.post(
+        `/api/v1/workspaces/${place.workspaceId}/channels/${place.channelId}/messages`,
+        { content },
+        { token: owner.token },
+      );
+    // Warm-up: the consumers have taken a turn since this server started.
+    expect((await post("warm-up")).status).toBe(201);
+    await relay.flush();
+
+    const word = `coalesced${randomBytes(4).toString("hex")}`;
+    const counter = statementsOf(ctx.server);
+    const mark = counter.total();
+    const posted: string[] = [];
+    for (let round = 0; round < 4; round++) {
+      const answers = await Promise.all(Array.from({ length: 5 }, (_, i) => post(`${word} ${round}.${i}`)));
+      for (const answer of answers) {
+        expect(answer.status).toBe(201);
+        posted.push(answer.body.data.id);
+      }
+    }
+    await relay.flush();
+    const window = counter.since(mark);
+    expect(window.complete).toBe(true);
+    const logReads = window.statements.filter((statement) => /position > .* and position <= /s.test(statement.text));
+    expect(logReads.map((statement) => statement.text)).toEqual([]);
+
+    // And the work was done: the search consumer indexed every message, and both cursors are
+    // past the last message's event.
+    const hits = await ctx.api.get(`/api/v1/search/messages?q=${word}&limit=100`, { token: owner.token });
+    expect(hits.status).toBe(200);
+    expect((hits.body.data as { id: string }[]).map((hit) => hit.id).sort()).toEqual([...posted].sort());
+    const { db } = ctx.server.app.deps;
+    const [last] = rowsOf<{ position: string }>(
+      await db.execute(sql`select max(position)::text as position from stream_events
+        where payload->>'type' = 'message.created' and payload->'data'->'message'->>'id' = any(${`{${posted.join(",")}}`}::text[])`),
+    );
+    const cursors = rowsOf<{ name: string; position: string }>(
+      await db.execute(sql`select name, position::text as position from consumer_cursors
+        where name in ('search', 'read-positions') order by name`),
+    );
+    expect(cursors.map((cursor) => cursor.name)).toEqual(["read-positions", "search"]);
+    for (const cursor of cursors) expect(Number(cursor.position)).toBeGreaterThanOrEqual(Number(last!.position));
   });
 });

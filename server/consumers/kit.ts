@@ -61,10 +61,11 @@ export interface Consumer {
   refresh?(): Promise<void>;
   /**
    * Work that may wait (an author's read position): the kit hands the consumer what accumulated
-   * at most this many milliseconds after the first event of it, in one batch read from the log,
-   * instead of every batch the relay positions, so that a busy log costs it one read and one write
-   * per period rather than one statement per batch. Nothing is lost meanwhile: its cursor moves
-   * only with its work.
+   * at most this many milliseconds after the first event of it, in one batch, instead of every
+   * batch the relay positions, so that a busy log costs it one write per period rather than one
+   * statement per batch. The kit keeps the batches it was handed meanwhile (its events only), so
+   * the turn reads nothing from the log when they continue its cursor. Nothing is lost meanwhile:
+   * its cursor moves only with its work.
    */
   readonly coalesceMs?: number;
   /** The work of one batch (only events of `types`; never empty). */
@@ -85,11 +86,20 @@ const CATCH_UP_BATCH = 500;
 const RETRY: Backoff = { firstMs: 1_000, longestMs: 30_000, longestRetryAfterMs: 30_000 };
 /** The pause between two backfill steps, so that a backfill leaves the database to the requests. */
 const BACKFILL_PAUSE_MS = 20;
+/** The most events a coalescing consumer keeps in memory for its next turn; past it, the turn reads the log. */
+const MAX_HELD_EVENTS = 10_000;
+
+/** Events the relay positioned after `after`, up to `to` (only those a consumer reads), in order. */
+type Segment = { after: number; to: number; events: LoggedEvent[] };
 
 type State = {
   consumer: Consumer;
   /** A coalescing consumer's next turn (Consumer.coalesceMs), while one is due. */
   coalesce?: NodeJS.Timeout;
+  /** A coalescing consumer: what the relay handed over since its last turn, while it continues the cursor. */
+  held?: Segment | undefined;
+  /** A coalescing consumer: where the segment its turn took ends (the next one must start there). */
+  takenTo?: number | undefined;
   /** Done up to here (in memory); undefined until loaded. */
   position: number | undefined;
   /** What consumer_cursors holds (the compare-and-set's expected value). */
@@ -186,12 +196,31 @@ export class ConsumerKit {
     if (!this.running || events.length === 0) return;
     const to = events.at(-1)!.position;
     this.reached = Math.max(this.reached, to);
+    for (const state of this.states) if (state.consumer.coalesceMs !== undefined) this.hold(state, events, after, to);
     void this.serially(async () => {
       for (const state of this.states) {
         if (state.consumer.coalesceMs !== undefined) this.scheduleCoalesced(state);
-        else await this.advance(state, after === undefined ? undefined : { after, events }, to);
+        else await this.advance(state, after === undefined ? undefined : { after, to, events }, to);
       }
     });
+  }
+
+  /** Keeps a batch for a coalescing consumer's next turn when it continues what it has; else its turn reads the log. */
+  private hold(state: State, events: LoggedEvent[], after: number | undefined, to: number): void {
+    const { consumer } = state;
+    const mine = events.filter(
+      (event) => consumer.types.has(event.payload.type) || consumer.refreshOn?.has(event.payload.type),
+    );
+    const held = state.held;
+    if (held && after === held.to && held.events.length + mine.length <= MAX_HELD_EVENTS) {
+      held.events.push(...mine);
+      held.to = to;
+    } else if (!held && after !== undefined && after === (state.takenTo ?? state.position)) {
+      state.held = { after, to, events: mine };
+    } else {
+      state.held = undefined;
+      state.takenTo = undefined;
+    }
   }
 
   /** A coalescing consumer's turn comes `coalesceMs` after the first batch it has not seen. */
@@ -200,8 +229,16 @@ export class ConsumerKit {
     state.coalesce = setTimeout(() => {
       state.coalesce = undefined;
       if (!this.running) return;
-      void this.serially(() => this.advance(state, undefined, this.reached));
+      void this.serially(() => this.coalescedTurn(state));
     }, state.consumer.coalesceMs).unref();
+  }
+
+  /** A coalescing consumer's turn: what it holds, then the log for anything beyond. */
+  private coalescedTurn(state: State): Promise<void> {
+    const held = state.held;
+    state.held = undefined;
+    state.takenTo = held?.to;
+    return this.advance(state, held, this.reached);
   }
 
   /** Resolves when every batch handed over so far has been handled (tests, shutdown). */
@@ -211,7 +248,7 @@ export class ConsumerKit {
       if (!state.coalesce) continue;
       clearTimeout(state.coalesce);
       state.coalesce = undefined;
-      void this.serially(() => this.advance(state, undefined, this.reached));
+      void this.serially(() => this.coalescedTurn(state));
     }
     await this.chain;
   }
@@ -226,6 +263,7 @@ export class ConsumerKit {
       clearTimeout(state.retry);
       clearTimeout(state.coalesce);
       state.coalesce = undefined;
+      state.held = state.takenTo = undefined;
     }
     await this.serially(() => this.persistIdle());
   }
@@ -237,15 +275,11 @@ export class ConsumerKit {
   }
 
   /** Brings one consumer up to `upTo`, from the batch in memory when it continues its cursor. */
-  private async advance(
-    state: State,
-    batch: { after: number; events: LoggedEvent[] } | undefined,
-    upTo: number,
-  ): Promise<void> {
+  private async advance(state: State, batch: Segment | undefined, upTo: number): Promise<void> {
     if (state.position === undefined || state.retry) return; // not loaded, or waiting to retry
     try {
       if (batch && state.position === batch.after) {
-        await this.handle(state, batch.events);
+        await this.handle(state, batch.events, batch.to);
       }
       while (state.position < upTo) {
         const events = await this.read(state.position, upTo);
@@ -253,12 +287,13 @@ export class ConsumerKit {
           state.position = upTo;
           break;
         }
-        await this.handle(state, events);
+        await this.handle(state, events, events.at(-1)!.position);
       }
       state.failures = 0;
     } catch (error) {
       this.warn(error, `consumers: ${state.consumer.name} failed; it will read its events again`);
       state.failures += 1;
+      state.held = state.takenTo = undefined;
       // Re-read the cursor from the database on the retry, in case another process moved it.
       state.retry = setTimeout(
         () => {
@@ -274,9 +309,9 @@ export class ConsumerKit {
     }
   }
 
-  private async handle(state: State, events: LoggedEvent[]): Promise<void> {
+  /** Handles `events` (which may hold other types: they pass by) and moves the cursor to `to`. */
+  private async handle(state: State, events: LoggedEvent[], to: number): Promise<void> {
     const { consumer } = state;
-    const to = events.at(-1)!.position;
     if (consumer.refreshOn && events.some((event) => consumer.refreshOn!.has(event.payload.type))) {
       await consumer.refresh?.();
     }
