@@ -194,25 +194,43 @@ export class LiveSubscription {
       this.options.view?.observe(event);
     }
     const decision = event.id === "" ? undefined : this.options.watch?.(event, this.unsubscribers);
-    if (decision instanceof Promise) this.run(async () => this.decide(message, await decision));
-    else if (Array.isArray(decision)) this.run(() => this.decide(message, decision));
-    else void this.decide(message, decision);
+    if (decision instanceof Promise) this.run(async () => this.decideLater(message, await decision));
+    else if (Array.isArray(decision)) this.run(() => this.changeTopics(message, decision));
+    else {
+      // Most events: delivered here, synchronously (no promise per delivery); a failure ends
+      // this subscription only, never the bus's loop over the others.
+      try {
+        this.decide(message, decision);
+      } catch (error) {
+        this.fail(error);
+      }
+    }
   }
 
-  /** Acts on a decision; only a topic change has async work (subscribe, replay what it missed). */
-  private async decide(message: BusEvent, decision: WatchDecision): Promise<void> {
+  private async decideLater(message: BusEvent, decision: WatchDecision): Promise<void> {
+    if (Array.isArray(decision)) await this.changeTopics(message, decision);
+    else this.decide(message, decision);
+  }
+
+  /** Acts on a decision that keeps the topics. */
+  private decide(message: BusEvent, decision: "end" | "skip" | undefined): void {
     if (decision === "skip" || this.closed) return;
-    // An event that changes the topics is seen by those who may see it before or after the
-    // change: the member who joins a private channel, and those it removes.
-    const admittedBefore = this.admits(message);
-    const gained = Array.isArray(decision) ? await this.setTopics(decision) : [];
-    if (admittedBefore || this.admits(message)) this.deliver(message);
+    if (this.admits(message)) this.deliver(message);
     // The event that ends access (removal, deletion) is the last one delivered.
     if (decision === "end") {
       this.close();
       this.sink!.end();
-      return;
     }
+  }
+
+  /** Acts on a topic change: subscribe, deliver, replay what the new streams had after this event. */
+  private async changeTopics(message: BusEvent, topics: string[]): Promise<void> {
+    if (this.closed) return;
+    // An event that changes the topics is seen by those who may see it before or after the
+    // change: the member who joins a private channel, and those it removes.
+    const admittedBefore = this.admits(message);
+    const gained = await this.setTopics(topics);
+    if (admittedBefore || this.admits(message)) this.deliver(message);
     // Streams followed from now on: what they had after this event, in order with the queue.
     if (gained.length > 0) this.queue = mergeByPosition(await this.missed(gained), this.queue);
   }
@@ -229,7 +247,8 @@ export class LiveSubscription {
   private deliver(message: BusEvent): void {
     if (this.closed) return;
     const shown = this.options.view ? this.options.view.present(message) : message.event;
-    if (shown) this.sink!.event(String(this.position), shown);
+    // A stored event's id is its position; an ephemeral one (no id) carries the position before it.
+    if (shown) this.sink!.event(message.event.id || String(this.position), shown);
   }
 
   /** Subscribes to the new topics, drops the old ones; returns the topics gained. */
