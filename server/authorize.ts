@@ -1,5 +1,5 @@
 // The checks every authenticated request passes, whichever door it came through: tRPC
-// procedures (server/trpc.ts requireAuth) and the plain routes (uploads, downloads).
+// procedures (server/trpc.ts `authenticated`) and the plain routes (uploads, downloads).
 import { tokenCan, type Ability } from "./abilities.ts";
 import type { Auth } from "./auth.ts";
 import type { RequestContext } from "./context.ts";

@@ -1,11 +1,12 @@
 // The tRPC root: procedure meta, error mapping and the base procedures. Handlers never check
 // auth by hand: they pick publicProcedure or authedProcedure.
-import { initTRPC } from "@trpc/server";
+import { initTRPC, TRPCError } from "@trpc/server";
 import type { OpenApiMeta } from "trpc-to-openapi";
 import type { Ability } from "./abilities.ts";
+import type { Auth } from "./auth.ts";
 import { authorizeCaller } from "./authorize.ts";
 import type { RequestContext } from "./context.ts";
-import { throttled, unauthenticated } from "./errors.ts";
+import { AppError, throttled, unauthenticated } from "./errors.ts";
 import { findUnsafeText, unsafeTextError } from "./input-text.ts";
 import type { ThrottleBucket } from "./services/throttle.ts";
 import { appErrorOf, appErrorToTRPC, SERVER_ERROR_MESSAGE, unavailableDependency } from "./trpc-errors.ts";
@@ -54,27 +55,53 @@ export const router = t.router;
 
 /**
  * Domain errors and zod input errors become typed tRPC errors with the right code; an
- * unreachable Redis or database a 503.
+ * unreachable Redis or database a 503. Undefined: the error stays as it is.
  */
+function mappedError(error: TRPCError): TRPCError | undefined {
+  const appError = appErrorOf(error) ?? unavailableDependency(error.cause);
+  return appError ? appErrorToTRPC(appError) : undefined;
+}
+
 const mapErrors = t.middleware(async ({ next }) => {
   const result = await next();
   if (!result.ok) {
-    const appError = appErrorOf(result.error) ?? unavailableDependency(result.error.cause);
-    if (appError) throw appErrorToTRPC(appError);
+    const mapped = mappedError(result.error);
+    if (mapped) throw mapped;
   }
   return result;
 });
 
 const SAFE_TYPES = new Set(["query"]);
 
-const requireAuth = t.middleware(async ({ ctx, meta, type, next }) => {
-  // Subscriptions count as writes: only queries are safe from a cross-site page.
-  const auth = authorizeCaller(ctx, {
-    write: !SAFE_TYPES.has(type),
-    live: type === "subscription",
-    ability: meta?.ability,
-  });
-  const result = await next({ ctx: { ...ctx, auth } });
+/**
+ * Every authenticated procedure's checks, as one middleware (each level of tRPC's middleware
+ * chain copies the call's options and context, so they cost one level, not three): the caller
+ * (authorizeCaller), then the raw input's text (refuseUnsafeText's rule: after authentication, as
+ * input validation is, so a caller without a valid token learns 401 first), then the error
+ * mapping of everything below (mapErrors').
+ */
+const authenticated = t.middleware(async ({ ctx, meta, type, getRawInput, next }) => {
+  let auth: Auth;
+  try {
+    // Subscriptions count as writes: only queries are safe from a cross-site page.
+    auth = authorizeCaller(ctx, {
+      write: !SAFE_TYPES.has(type),
+      live: type === "subscription",
+      ability: meta?.ability,
+    });
+    const unsafe = findUnsafeText(await getRawInput());
+    if (unsafe.length > 0) throw unsafeTextError(unsafe);
+  } catch (error) {
+    if (error instanceof AppError) throw appErrorToTRPC(error);
+    if (error instanceof TRPCError) throw mappedError(error) ?? error;
+    throw error;
+  }
+  const result = await next({ ctx: { auth } });
+  if (!result.ok) {
+    const mapped = mappedError(result.error);
+    if (mapped) throw mapped;
+    return result;
+  }
   // A live stream, over WebSocket or SSE, lasts only as long as the credential that opened it.
   const live = result.ok ? liveStreamOf(result.data) : undefined;
   if (live) {
@@ -118,13 +145,10 @@ const rateLimit = t.middleware(async ({ ctx, meta, next }) => {
   return next();
 });
 
-const base = t.procedure.use(mapErrors);
-// The text check comes after authentication, as input validation does: a caller without a
-// valid token learns 401 first.
 // Per-address limits are for public procedures (the invite preview): an authed procedure,
 // the post among them, pays for no middleware it never uses.
-export const publicProcedure = base.use(refuseUnsafeText).use(rateLimit);
-export const authedProcedure = base.use(requireAuth).use(refuseUnsafeText);
+export const publicProcedure = t.procedure.use(mapErrors).use(refuseUnsafeText).use(rateLimit);
+export const authedProcedure = t.procedure.use(authenticated);
 
 /** Each procedure's path and meta (for the REST statuses and the OpenAPI document). */
 export function procedureMetas(appRouter: { _def: { procedures: object } }): { path: string; meta: ProcedureMeta }[] {
