@@ -2,7 +2,7 @@
 // Layout: <prefix>_<10 chars of millisecond time><16 chars of randomness>, Crockford base32.
 // The time part keeps ids roughly ordered (good B-tree locality); the 80 random bits keep
 // them unguessable, as the contract requires.
-import { randomBytes } from "node:crypto";
+import { randomBytes, randomFillSync } from "node:crypto";
 
 const ID_PREFIXES = {
   accessToken: "tok",
@@ -38,10 +38,22 @@ function encodeTime(milliseconds: number): string {
   return out;
 }
 
+/**
+ * Random bytes are drawn from the CSPRNG a page at a time (as node:crypto's randomUUID does):
+ * an id takes 16 of them instead of a call into OpenSSL of its own. Each byte is used once.
+ */
+const POOL_BYTES = 4096;
+const pool = Buffer.alloc(POOL_BYTES);
+let poolOffset = POOL_BYTES;
+
 function encodeRandom(length: number): string {
-  const bytes = randomBytes(length);
+  if (poolOffset + length > POOL_BYTES) {
+    randomFillSync(pool);
+    poolOffset = 0;
+  }
   let out = "";
-  for (const byte of bytes) out += ALPHABET[byte % 32];
+  for (let i = poolOffset; i < poolOffset + length; i++) out += ALPHABET[pool[i]! % 32];
+  poolOffset += length;
   return out;
 }
 
