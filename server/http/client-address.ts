@@ -76,8 +76,22 @@ export function clientAddress(
   forwardedFor: string | string[] | undefined,
   trusted: TrustedRanges,
 ): string {
-  const peerAddress = peer === undefined ? undefined : parseAddress(peer);
-  const peerText = peerAddress?.toString() ?? peer ?? UNKNOWN_ADDRESS;
+  return decide(peerOf(peer), forwardedFor, trusted);
+}
+
+/** A peer's address, parsed, and as the answer gives it. */
+type Peer = { address: Address | undefined; text: string };
+
+function peerOf(peer: string | undefined): Peer {
+  const address = peer === undefined ? undefined : parseAddress(peer);
+  return { address, text: address?.toString() ?? peer ?? UNKNOWN_ADDRESS };
+}
+
+function decide(
+  { address: peerAddress, text: peerText }: Peer,
+  forwardedFor: string | string[] | undefined,
+  trusted: TrustedRanges,
+): string {
   if (trusted.length === 0 || !peerAddress || !isTrusted(peerAddress, trusted)) return peerText;
   if (forwardedFor === undefined) return peerText;
   const entries = (Array.isArray(forwardedFor) ? forwardedFor.join(",") : forwardedFor)
@@ -96,12 +110,21 @@ export function clientAddress(
 
 /** Decided once per request: the request log, the context and the routes all read this one. */
 const decidedByRequest = new WeakMap<IncomingMessage, { trusted: TrustedRanges; address: string }>();
+/** A connection's peer, parsed once for all the requests a kept-alive connection carries. */
+const peersBySocket = new WeakMap<object, Peer>();
 
 /** The client address of this request under these trusted ranges (computed once per request). */
 export function requestClientAddress(req: IncomingMessage, trusted: TrustedRanges): string {
   const known = decidedByRequest.get(req);
   if (known && known.trusted === trusted) return known.address;
-  const address = clientAddress(req.socket?.remoteAddress, req.headers["x-forwarded-for"], trusted);
+  const { socket } = req;
+  let peer = socket ? peersBySocket.get(socket) : undefined;
+  if (!peer) {
+    peer = peerOf(socket?.remoteAddress);
+    // A closed socket has no address left: not kept, so that a later look is not stuck with it.
+    if (socket && peer.address) peersBySocket.set(socket, peer);
+  }
+  const address = decide(peer, req.headers["x-forwarded-for"], trusted);
   decidedByRequest.set(req, { trusted, address });
   return address;
 }
