@@ -42,7 +42,8 @@ import {
   PING,
   PONG,
   RECONNECT_NOTICE,
-  trackedEventFrame,
+  trackedEventFrameHead,
+  trackedEventFrameTail,
   type RequestId,
 } from "./trpc-ws-protocol.ts";
 
@@ -92,16 +93,23 @@ type Options<TRouter extends AnyTRPCRouter> = {
   onEventDelivered?(): void;
 };
 
-/** Each event's JSON, made once however many subscribers receive it. */
-const eventJson = new WeakMap<StreamEvent, string>();
-function jsonOf(event: StreamEvent): string {
-  let json = eventJson.get(event);
-  if (json === undefined) {
-    json = JSON.stringify(event);
-    eventJson.set(event, json);
-  }
-  return json;
+/**
+ * Each event's frame tail (its position and JSON) as UTF-8 bytes, made once however many
+ * subscribers receive it: a subscriber's frame is then its head's bytes and these, copied, not
+ * a string each socket encodes again. (An ephemeral event carries each subscriber's position:
+ * its tail is made again when the position differs.)
+ */
+const frameTails = new WeakMap<StreamEvent, { position: string; bytes: Buffer }>();
+function frameTailOf(position: string, event: StreamEvent): Buffer {
+  const known = frameTails.get(event);
+  if (known?.position === position) return known.bytes;
+  const bytes = Buffer.from(trackedEventFrameTail(position, JSON.stringify(event)));
+  frameTails.set(event, { position, bytes });
+  return bytes;
 }
+
+/** A text frame from bytes that are UTF-8 already (ws would send a Buffer as binary). */
+const TEXT = { binary: false } as const;
 
 /**
  * Frames written in one turn of the event loop leave together: the socket is corked at the
@@ -116,7 +124,7 @@ function uncorkAll() {
   for (const socket of corked) socket.uncork();
   corked.clear();
 }
-function sendCoalesced(client: WebSocket, frame: string) {
+function sendCoalesced(client: WebSocket, frame: Buffer) {
   const socket = (client as unknown as { _socket?: { cork(): void; uncork(): void } })._socket;
   if (socket && !corked.has(socket)) {
     socket.cork();
@@ -126,7 +134,7 @@ function sendCoalesced(client: WebSocket, frame: string) {
       setImmediate(uncorkAll);
     }
   }
-  client.send(frame);
+  client.send(frame, TEXT);
 }
 
 type Call = { type: "query" | "mutation" | "subscription" | "unknown"; path: string | undefined; input: unknown };
@@ -331,6 +339,8 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
             stopped();
           };
           let backlogSince = 0;
+          // Made at the first event: an idle subscription keeps no bytes for it.
+          let frameHead: Buffer | undefined;
           const tooFarBehind = () => {
             const buffered = client.bufferedAmount;
             if (buffered <= MAX_BUFFERED_BYTES) {
@@ -357,7 +367,9 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
                 close(CLOSE_CODES.tryAgainLater, "too slow: resume with lastEventId");
                 return;
               }
-              sendCoalesced(client, trackedEventFrame(id, jsonrpc, position, jsonOf(event)));
+              frameHead ??= Buffer.from(trackedEventFrameHead(id, jsonrpc));
+              const tail = frameTailOf(position, event);
+              sendCoalesced(client, Buffer.concat([frameHead, tail], frameHead.length + tail.length));
               options.onEventDelivered?.();
             },
             end: stopped,

@@ -64,16 +64,16 @@ export function trpcSocketUrl(httpBaseUrl: string, options: { connectionParams?:
 export const RECONNECT_NOTICE = JSON.stringify({ id: null, method: "reconnect" });
 
 /**
- * The frame of one tracked event for subscription `id`: the event's JSON (made once however
- * many subscribers receive it) with the subscription's few bytes around it, the same frame
- * tRPC's adapter sends for `tracked(position, event)`.
+ * The frame of one tracked event for subscription `id` is its head (the subscription's few
+ * bytes, made once per subscription) and its tail (the position and the event's JSON, made once
+ * however many subscribers receive it): the same frame tRPC's adapter sends for
+ * `tracked(position, event)`.
  */
-export function trackedEventFrame(
-  id: RequestId,
-  jsonrpc: "2.0" | undefined,
-  position: string,
-  eventJson: string,
-): string {
+export function trackedEventFrameHead(id: RequestId, jsonrpc: "2.0" | undefined): string {
+  return `{"id":${JSON.stringify(id)},${jsonrpc ? '"jsonrpc":"2.0",' : ""}"result":{"type":"data","id":`;
+}
+
+export function trackedEventFrameTail(position: string, eventJson: string): string {
   const positionJson = JSON.stringify(position);
-  return `{"id":${JSON.stringify(id)},${jsonrpc ? '"jsonrpc":"2.0",' : ""}"result":{"type":"data","id":${positionJson},"data":{"id":${positionJson},"data":${eventJson}}}}`;
+  return `${positionJson},"data":{"id":${positionJson},"data":${eventJson}}}}`;
 }
