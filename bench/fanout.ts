@@ -748,7 +748,6 @@ export async function runIdle(
   const sockets: RawReceiver[] = [];
   try {
     const team = await setupTeam(server.url, 10, 1);
-    const input = { workspace_id: team.workspaceId, channel_id: team.channelId };
     const tokenOf = (i: number) => team.receivers[i % team.receivers.length]!.token;
     const connect = async (i: number) => {
       const socket = await RawReceiver.open(server.url, tokenOf(i));
@@ -759,7 +758,7 @@ export async function runIdle(
     // Warm-up: the code paths (JIT, pools, first allocations) of connect, auth and subscribe.
     log("idle: warming up");
     const warm = await mapLimit(Array.from({ length: 200 }), 50, (_, i) => connect(i));
-    await mapLimit(warm, 50, (socket) => socket.subscribe("messages.onChannel", input));
+    await mapLimit(warm, 50, (socket) => socket.subscribe("events.onUser", undefined));
     for (const socket of warm) socket.close();
     await sleep(2000);
     const baseline = await settledMemory(server);
@@ -807,12 +806,14 @@ export async function runIdle(
     rows.push(row("connected + authenticated", total, false, connected, baseline, 0, "baseline"));
     rows.push(row("connected + authenticated", total, false, connected, halfway, half, `${half} connections`));
 
-    log(`idle: subscribing all ${total} to messages.onChannel`);
-    await mapLimit(sockets, 100, (socket) => socket.subscribe("messages.onChannel", input));
+    // The issue's measure: each connection with one events.onUser subscription (its user's
+    // streams: the user, the workspace, its channels).
+    log(`idle: subscribing all ${total} to events.onUser`);
+    await mapLimit(sockets, 100, (socket) => socket.subscribe("events.onUser", undefined));
     const subscribed = await settledMemory(server);
-    rows.push(row("each also subscribed to #general", total, true, subscribed, baseline, 0, "baseline"));
+    rows.push(row("each also subscribed to events.onUser", total, true, subscribed, baseline, 0, "baseline"));
     rows.push(
-      row("each also subscribed to #general", total, true, subscribed, connected, 0, "connected, unsubscribed"),
+      row("each also subscribed to events.onUser", total, true, subscribed, connected, 0, "connected, unsubscribed"),
     );
 
     // A few messages to all of them: one event fanned out to every idle subscriber.
