@@ -103,7 +103,7 @@ const authenticated = t.middleware(async ({ ctx, meta, type, getRawInput, next }
     return result;
   }
   // A live stream, over WebSocket or SSE, lasts only as long as the credential that opened it.
-  const live = result.ok ? liveStreamOf(result.data) : undefined;
+  const live = liveStreamOf(result.data);
   if (live) {
     const { token } = auth;
     const stopWatching = ctx.deps.credentials.track(
