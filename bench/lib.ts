@@ -58,10 +58,21 @@ export type BenchServer = {
   stop(): Promise<void>;
 };
 
+let built: Promise<void> | undefined;
+/** `npm run build` once per bench run (BENCH_COMPILED=1). */
+function buildOnce(): Promise<void> {
+  built ??= new Promise<void>((resolve, reject) => {
+    const child = spawn("npm", ["run", "build", "--silent"], { cwd: ROOT, stdio: ["ignore", "inherit", "inherit"] });
+    child.once("exit", (code) => (code === 0 ? resolve() : reject(new Error(`npm run build exited with ${code}`))));
+  });
+  return built;
+}
+
 /**
  * Starts `server/main.ts` as its own process (as in production) with LOG_LEVEL=warn, on a
  * free port, with a temporary DATA_DIR (PGlite lives there when DATABASE_URL is unset) and
- * its own REDIS_PREFIX. BENCH_PROFILE=<dir> adds `--cpu-prof` (profiles are written to
+ * its own REDIS_PREFIX. BENCH_COMPILED=1 builds once (`npm run build`) and starts
+ * `dist/server/main.js` instead, as the production image runs it. BENCH_PROFILE=<dir> adds `--cpu-prof` (profiles are written to
  * <dir>/<label>-<time>/ when the server exits). `env` adds (or overrides) environment variables.
  * `workerProcess` (needs REDIS_URL): the server runs with WORKERS=off and `workers/main.ts`
  * runs the queues as a process of its own, as in a scaled-out deployment; "deferred": only
@@ -82,7 +93,10 @@ export async function startBenchServer(
   if (options.workerProcess && !process.env.REDIS_URL) throw new Error("a worker process needs REDIS_URL");
   const dataDir = await mkdtemp(path.join(tmpdir(), "chat-bench-"));
   const port = await freePort();
-  const args = ["--import", "tsx"];
+  // BENCH_COMPILED=1: the compiled build (`npm run build`, dist/), as the image runs it, not tsx.
+  const compiled = process.env.BENCH_COMPILED === "1" && !options.root;
+  if (compiled) await buildOnce();
+  const args = compiled ? [] : ["--import", "tsx"];
   const inspectPort = options.inspect ? await freePort() : undefined;
   if (inspectPort) args.push(`--inspect=127.0.0.1:${inspectPort}`);
   const profileDir = process.env.BENCH_PROFILE;
@@ -94,7 +108,7 @@ export async function startBenchServer(
     args.push("--cpu-prof", "--cpu-prof-dir", dir);
   }
   if (options.nodeArgs) args.push(...options.nodeArgs);
-  args.push("server/main.ts");
+  args.push(compiled ? "dist/server/main.js" : "server/main.ts");
   const redisPrefix = `bench-${randomBytes(4).toString("hex")}`;
   const child = spawn(process.execPath, args, {
     cwd: options.root ?? ROOT,

@@ -12,7 +12,9 @@
 //             (99.9% delivered, p99 < 200 ms) by a rate search to 5%, median of BENCH_RUNS (3)
 //             alternating runs, at BENCH_FANOUT (here 100,1000) receivers; ratio and CPU per
 //             delivery; needs DATABASE_URL. Knobs in bench/fanout-baseline.ts.
-//   idle      server memory per idle WebSocket connection at BENCH_IDLE_CONNECTIONS (5000)
+//   idle      server memory per idle WebSocket connection at BENCH_IDLE_CONNECTIONS (5000), each with
+//             one events.onUser subscription (BENCH_COMPILED=1, for any section: the server runs the
+//             compiled build, dist/, as the image does, rather than under tsx)
 //   push      a channel of BENCH_PUSH_MEMBERS (1000) members with one Expo device each (a fake
 //             Expo in this process): post latency at BENCH_PUSH_RATE (20/s) for BENCH_SECONDS (10)
 //             without and with push, time until all of a message's pushes arrived
