@@ -55,30 +55,38 @@ export const router = t.router;
 
 /**
  * Domain errors and zod input errors become typed tRPC errors with the right code; an
- * unreachable Redis or database a 503. Undefined: the error stays as it is.
+ * unreachable Redis or database a 503. Any other error is left as it is (no throw).
  */
-function mappedError(error: TRPCError): TRPCError | undefined {
+function throwMapped(error: TRPCError): void {
   const appError = appErrorOf(error) ?? unavailableDependency(error.cause);
-  return appError ? appErrorToTRPC(appError) : undefined;
+  if (appError) throw appErrorToTRPC(appError);
 }
 
 const mapErrors = t.middleware(async ({ next }) => {
   const result = await next();
-  if (!result.ok) {
-    const mapped = mappedError(result.error);
-    if (mapped) throw mapped;
-  }
+  if (!result.ok) throwMapped(result.error);
   return result;
 });
+
+/**
+ * Every string of the raw input (values and object keys, however deep) must be text the
+ * database can hold: no NUL, no lone surrogate (server/input-text.ts). Checked once for every
+ * procedure and every door, before the procedure's own input parser runs; a refusal is a 422 on
+ * the field, like any other validation error.
+ */
+async function refuseUnsafeInput(getRawInput: () => Promise<unknown>): Promise<void> {
+  const unsafe = findUnsafeText(await getRawInput());
+  if (unsafe.length > 0) throw appErrorToTRPC(unsafeTextError(unsafe));
+}
 
 const SAFE_TYPES = new Set(["query"]);
 
 /**
  * Every authenticated procedure's checks, as one middleware (each level of tRPC's middleware
  * chain copies the call's options and context, so they cost one level, not three): the caller
- * (authorizeCaller), then the raw input's text (refuseUnsafeText's rule: after authentication, as
+ * (authorizeCaller), then the raw input's text (refuseUnsafeInput: after authentication, as
  * input validation is, so a caller without a valid token learns 401 first), then the error
- * mapping of everything below (mapErrors').
+ * mapping of everything below (throwMapped, as mapErrors does).
  */
 const authenticated = t.middleware(async ({ ctx, meta, type, getRawInput, next }) => {
   let auth: Auth;
@@ -89,17 +97,15 @@ const authenticated = t.middleware(async ({ ctx, meta, type, getRawInput, next }
       live: type === "subscription",
       ability: meta?.ability,
     });
-    const unsafe = findUnsafeText(await getRawInput());
-    if (unsafe.length > 0) throw unsafeTextError(unsafe);
+    await refuseUnsafeInput(getRawInput);
   } catch (error) {
     if (error instanceof AppError) throw appErrorToTRPC(error);
-    if (error instanceof TRPCError) throw mappedError(error) ?? error;
+    if (error instanceof TRPCError) throwMapped(error);
     throw error;
   }
   const result = await next({ ctx: { auth } });
   if (!result.ok) {
-    const mapped = mappedError(result.error);
-    if (mapped) throw mapped;
+    throwMapped(result.error);
     return result;
   }
   // A live stream, over WebSocket or SSE, lasts only as long as the credential that opened it.
@@ -118,15 +124,9 @@ const authenticated = t.middleware(async ({ ctx, meta, type, getRawInput, next }
   return result;
 });
 
-/**
- * Every string of the raw input (values and object keys, however deep) must be text the
- * database can hold: no NUL, no lone surrogate (server/input-text.ts). Checked once here for
- * every procedure and every door, before the procedure's own input parser runs; a refusal is
- * a 422 on the field, like any other validation error.
- */
+/** The input-text rule (refuseUnsafeInput) for public procedures. */
 const refuseUnsafeText = t.middleware(async ({ getRawInput, next }) => {
-  const unsafe = findUnsafeText(await getRawInput());
-  if (unsafe.length > 0) throw appErrorToTRPC(unsafeTextError(unsafe));
+  await refuseUnsafeInput(getRawInput);
   return next();
 });
 
