@@ -3,7 +3,7 @@
 // statement prepared here is built once per database handle (with `sql.placeholder` for its
 // values) and PostgreSQL plans it once per connection. Use it only where a query runs on
 // nearly every request: everything else stays plain drizzle.
-import { sql, type SQL } from "drizzle-orm";
+import { fillPlaceholders, sql, type Query, type SQL } from "drizzle-orm";
 import { PgDialect } from "drizzle-orm/pg-core";
 import type { Database } from "./client.ts";
 
@@ -47,8 +47,25 @@ const dialect = new PgDialect();
  * its first row.
  */
 export async function runStatement<Row>(db: Database, statement: SQL): Promise<Row | undefined> {
-  const query = dialect.sqlToQuery(statement);
-  const [row] = await runPrepared<Row>(db, query.sql, query.params);
+  return runRendered<Row>(db, renderStatement(statement), {});
+}
+
+/**
+ * A statement's text and parameters. Built with `sql.placeholder(name)` for its values, the
+ * rendering can be kept and run again and again (`runRendered`), so that a statement the hottest
+ * path runs is built once per shape instead of on every call.
+ */
+export function renderStatement(statement: SQL): Query {
+  return dialect.sqlToQuery(statement);
+}
+
+/** A rendered statement run as one prepared statement with its placeholders' `values`; its first row. */
+export async function runRendered<Row>(
+  db: Database,
+  query: Query,
+  values: Record<string, unknown>,
+): Promise<Row | undefined> {
+  const [row] = await runPrepared<Row>(db, query.sql, fillPlaceholders(query.params, values));
   return row;
 }
 
@@ -58,8 +75,13 @@ export async function runStatement<Row>(db: Database, statement: SQL): Promise<R
  * serializer drizzle turns off) and PGlite. Every element is quoted; null is NULL.
  */
 export function arrayParam(values: readonly (string | number | null)[]): SQL {
+  return sql`${arrayLiteral(values)}`;
+}
+
+/** PostgreSQL's array literal of `values` (arrayParam's text), as a placeholder's value. */
+export function arrayLiteral(values: readonly (string | number | null)[]): string {
   const elements = values.map((value) =>
     value === null ? "NULL" : `"${String(value).replace(/\\/g, "\\\\").replace(/"/g, '\\"')}"`,
   );
-  return sql`${`{${elements.join(",")}}`}`;
+  return `{${elements.join(",")}}`;
 }

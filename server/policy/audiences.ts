@@ -12,10 +12,10 @@ import {
   users,
   workspaceMembers,
 } from "../../db/schema/index.ts";
-import type { MessageTarget } from "./places.ts";
+import type { BoundTarget } from "./places.ts";
 
 /** A subquery of the members' user ids, for `inArray(column, placeMemberIds(…))`. */
-export function placeMemberIds(db: Executor, target: MessageTarget) {
+export function placeMemberIds(db: Executor, target: BoundTarget) {
   if (target.kind === "room")
     return db.select({ userId: roomMembers.userId }).from(roomMembers).where(eq(roomMembers.roomId, target.roomId));
   return target.kind === "channel"

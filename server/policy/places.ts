@@ -16,7 +16,7 @@
 // - a bot (an inbound webhook) posts into any channel of its own workspace, nowhere else.
 // Whoever may not read a place is told it does not exist (404); a workspace member who may read
 // a channel but not post in it is told 403.
-import { and, eq, gt, or, sql, type SQL } from "drizzle-orm";
+import { and, eq, gt, or, sql, type Placeholder, type SQL } from "drizzle-orm";
 import type { Executor } from "../../db/client.ts";
 import {
   channelMembers,
@@ -44,13 +44,26 @@ export type MessageTarget =
   | { kind: "conversation"; conversationId: string }
   | { kind: "room"; roomId: string };
 
+/** A value in SQL: the value itself, or a placeholder filled when a statement built once runs. */
+export type Bound<T> = T | Placeholder;
+
+/** A place as `MessageTarget`, with its ids possibly placeholders (a statement built once per shape). */
+export type BoundTarget =
+  | { kind: "channel"; workspaceId: Bound<string>; channelId: Bound<string> }
+  | { kind: "conversation"; conversationId: Bound<string> }
+  | { kind: "room"; roomId: Bound<string> };
+
 /**
  * SQL selecting one row (column `member_language`: the author's language set in the channel's
  * workspace, or null) when `author` may post to `target` now, and none otherwise. The rows that
  * grant the right are locked until the statement's transaction ends, so a member removed (or a
  * room closed) meanwhile cannot slip a message in.
  */
-export function postingRight(author: { userId: number } | { botOf: "channel" }, target: MessageTarget, now: Date): SQL {
+export function postingRight(
+  author: { userId: Bound<number> } | { botOf: "channel" },
+  target: BoundTarget,
+  now: Date | Placeholder,
+): SQL {
   if ("botOf" in author) {
     if (target.kind !== "channel") return sql`select null::text as member_language where false`;
     return sql`select null::text as member_language from ${channels}
@@ -61,7 +74,7 @@ export function postingRight(author: { userId: number } | { botOf: "channel" }, 
   if (target.kind === "room") {
     return sql`select null::text as member_language from ${rooms}
       join ${roomMembers} on ${roomMembers.roomId} = ${rooms.id} and ${roomMembers.userId} = ${userId}
-      where ${rooms.id} = ${target.roomId} and ${rooms.expiresAt} > ${now.toISOString()}::timestamptz
+      where ${rooms.id} = ${target.roomId} and ${rooms.expiresAt} > ${now instanceof Date ? now.toISOString() : now}::timestamptz
       for share`;
   }
   if (target.kind === "conversation") {

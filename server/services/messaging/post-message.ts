@@ -5,9 +5,9 @@
 // the conversation's last message and append the `message.created` event, all or nothing.
 // Nothing else is written here: push, translation, outbound webhooks and whatever comes next
 // read the event log (server/consumers/), so adding a feature never adds a statement to the post.
-import { and, eq, inArray, isNull, sql, type SQL } from "drizzle-orm";
+import { and, eq, inArray, isNull, sql, type Placeholder, type Query, type SQL } from "drizzle-orm";
 import type { Database } from "../../../db/client.ts";
-import { arrayParam, runStatement } from "../../../db/prepared.ts";
+import { arrayLiteral, arrayParam, renderStatement, runRendered } from "../../../db/prepared.ts";
 import {
   attachments,
   conversations,
@@ -24,7 +24,7 @@ import { invalidField } from "../../errors.ts";
 import { eventPayload, type EventEntry } from "../../events/streams.ts";
 import { newId } from "../../ids.ts";
 import { placeMemberIds } from "../../policy/audiences.ts";
-import { messageStream, postingRight, type MessageTarget } from "../../policy/places.ts";
+import { messageStream, postingRight, type BoundTarget, type MessageTarget } from "../../policy/places.ts";
 import { toMessageRecord, type MessageRecord } from "../../records/message.ts";
 import { readerLanguageOf, translationEnabled, translationView } from "../translation/readers.ts";
 import { messagePage } from "./history.ts";
@@ -94,9 +94,13 @@ export function parseMentions(content: string): { userIds: number[]; channel: bo
  * integer array in the order mentioned: the contract's Mentions rule, for a post and an edit.
  */
 export function mentionedMembers(db: Database, target: MessageTarget, userIds: number[]): SQL {
-  if (userIds.length === 0) return sql`'{}'::integer[]`;
+  return userIds.length === 0 ? sql`'{}'::integer[]` : mentionedMembersOf(db, target, arrayParam(userIds));
+}
+
+/** The same, with the ids as one array parameter (a placeholder in a statement built once). */
+function mentionedMembersOf(db: Database, target: BoundTarget, userIds: SQL | Placeholder): SQL {
   return sql`(select coalesce(array_agg(c.id order by c.ord), '{}'::integer[])
-    from unnest(${arrayParam(userIds)}::integer[]) with ordinality c(id, ord)
+    from unnest(${userIds}::integer[]) with ordinality c(id, ord)
     where c.id in (${placeMemberIds(db, target)}))`;
 }
 
@@ -159,16 +163,38 @@ export async function postMessageOutcome(deps: Deps, input: PostMessageInput): P
   const also = input.alsoWrite?.(record) ?? {};
   const event: EventEntry = { ...messageStream(message), type: "message.created", data: { message: record } };
 
-  const statement = postStatement({
-    message,
-    rightToPost: postingRight(authorUser ? { userId: authorUser.id } : { botOf: "channel" }, target, now),
-    authorLanguage: authorUser?.preferredLanguage ?? null,
-    mentioned: mentionedMembers(deps.db, target, mentions.userIds),
-    attachmentIds,
-    event: { ...event, sourceLanguage: null },
-    also,
+  const shape: PostShape = {
+    target: target.kind,
+    bot: authorUser === null,
+    parent: message.parentMessageId !== null,
+    attachments: attachmentIds.length > 0,
+    clientMessageId: message.clientMessageId !== null,
+    mentions: mentions.userIds.length > 0,
+  };
+  const row = await runRendered<PostRow>(deps.db, postQuery(deps.db, shape, also), {
+    id: message.id,
+    workspace_id: message.workspaceId,
+    channel_id: message.channelId,
+    conversation_id: message.conversationId,
+    room_id: message.roomId,
+    author_user_id: message.authorUserId,
+    author_webhook_id: message.authorWebhookId,
+    author_name: message.authorName,
+    author_avatar_url: message.authorAvatarUrl,
+    author_language: authorUser?.preferredLanguage ?? null,
+    content: message.content,
+    type: message.type,
+    parent_message_id: message.parentMessageId,
+    skip_translation: message.skipTranslation,
+    client_message_id: message.clientMessageId,
+    mentioned_user_ids: arrayLiteral(mentions.userIds),
+    mentions_channel: message.mentionsChannel,
+    attachment_ids: arrayLiteral(attachmentIds),
+    attachment_count: attachmentIds.length,
+    at: now.toISOString(),
+    stream: event.stream,
+    payload: JSON.stringify(eventPayload({ ...event, sourceLanguage: null })),
   });
-  const row = await runStatement<PostRow>(deps.db, statement);
   if (!row || row.allowed === 0) return { kind: "not_allowed" };
   if (!row.inserted && message.clientMessageId !== null && authorUser) {
     // A repeat (also one that lost a race, or whose files the first post claimed): one read, on this path only.
@@ -245,88 +271,119 @@ function attachmentError(ids: string[], claimable: string[]) {
   );
 }
 
+/** What decides the post statement's text: everything else about a post is a value. */
+type PostShape = {
+  target: MessageTarget["kind"];
+  /** An inbound webhook's post (no author user). */
+  bot: boolean;
+  parent: boolean;
+  attachments: boolean;
+  clientMessageId: boolean;
+  mentions: boolean;
+};
+
+/** The post statement of each shape, rendered once (its values are placeholders). */
+const renderedPosts = new Map<string, Query>();
+
+/**
+ * The post statement for this shape, rendered with placeholders for its values. Built once per
+ * shape and kept, unless the caller writes rows of its own with it (an inbound webhook's), whose
+ * SQL carries their values.
+ */
+function postQuery(db: Database, shape: PostShape, also: AlsoWrite): Query {
+  if (also.guard || (also.after?.length ?? 0) > 0) return renderStatement(postStatement(db, shape, also));
+  const key = JSON.stringify(shape);
+  let query = renderedPosts.get(key);
+  if (!query) renderedPosts.set(key, (query = renderStatement(postStatement(db, shape, {}))));
+  return query;
+}
+
+const value = (name: string) => sql.placeholder(name);
+
+/** The target of a shape, its ids placeholders. */
+function boundTarget(kind: MessageTarget["kind"]): BoundTarget {
+  if (kind === "channel") return { kind, workspaceId: value("workspace_id"), channelId: value("channel_id") };
+  if (kind === "conversation") return { kind, conversationId: value("conversation_id") };
+  return { kind, roomId: value("room_id") };
+}
+
 /**
  * The post as one statement. Each write is gated on the one before it through the CTEs'
  * results, so that when any check fails nothing at all is written; the final select says which
  * check failed. Its text depends only on the shape of the post (target kind, parent, files,
- * caller's extra rows), so PostgreSQL plans each shape once per connection.
+ * caller's extra rows), so it is rendered once per shape and PostgreSQL plans each shape once
+ * per connection; the values are placeholders (see `postMessageOutcome` for their names).
  */
-function postStatement(input: {
-  message: Message;
-  rightToPost: SQL;
-  authorLanguage: Language | null;
-  mentioned: SQL;
-  attachmentIds: string[];
-  event: EventEntry & { sourceLanguage: null };
-  also: AlsoWrite;
-}): SQL {
-  const { message, attachmentIds, also } = input;
-  const at = message.createdAt.toISOString();
-  const ctes: SQL[] = [sql`allowed as (${input.rightToPost})`];
+function postStatement(db: Database, shape: PostShape, also: AlsoWrite): SQL {
+  const target = boundTarget(shape.target);
+  const ctes: SQL[] = [
+    sql`allowed as (${postingRight(shape.bot ? { botOf: "channel" } : { userId: value("author_user_id") }, target, value("at"))})`,
+  ];
   const conditions: SQL[] = [];
-  if (message.parentMessageId) {
+  if (shape.parent) {
     // Locked as its reply count's update would lock it: a delete of the parent waits, or this waits for it.
-    ctes.push(sql`parent as (select id from ${messages} where id = ${message.parentMessageId}
-      and channel_id = ${message.channelId} and parent_message_id is null and deleted_at is null
+    ctes.push(sql`parent as (select id from ${messages} where id = ${value("parent_message_id")}
+      and channel_id = ${value("channel_id")} and parent_message_id is null and deleted_at is null
       for no key update)`);
     conditions.push(sql`exists (select 1 from parent)`);
   }
-  if (attachmentIds.length > 0) {
+  if (shape.attachments) {
     ctes.push(sql`claimable as (select id from ${attachments}
-      where id = any(${arrayParam(attachmentIds)}::text[]) and uploader_id = ${message.authorUserId}::integer and message_id is null
+      where id = any(${value("attachment_ids")}::text[]) and uploader_id = ${value("author_user_id")}::integer and message_id is null
       for update)`);
     // Every id one claimable row: a missing, foreign or repeated id leaves the count short.
-    conditions.push(sql`(select count(*) from claimable) = ${attachmentIds.length}::integer`);
+    conditions.push(sql`(select count(*) from claimable) = ${value("attachment_count")}::integer`);
   }
   if (also.guard) {
     ctes.push(sql`guard as (${also.guard})`);
     conditions.push(sql`exists (select 1 from guard)`);
   }
   const checked = conditions.length > 0 ? sql.join(conditions, sql` and `) : sql`true`;
+  const mentioned = shape.mentions ? mentionedMembersOf(db, target, value("mentioned_user_ids")) : sql`'{}'::integer[]`;
   ctes.push(sql`inserted as (
     insert into ${messages} (id, workspace_id, channel_id, conversation_id, room_id, author_user_id, author_webhook_id,
       author_name, author_avatar_url, content, type, parent_message_id, reply_count, skip_translation, language,
       client_message_id, mentioned_user_ids, mentions_channel, created_at, updated_at)
-    select ${message.id}, ${message.workspaceId}, ${message.channelId}, ${message.conversationId}, ${message.roomId},
-      ${message.authorUserId}::integer, ${message.authorWebhookId}, ${message.authorName}, ${message.authorAvatarUrl},
-      ${message.content}, ${message.type}, ${message.parentMessageId}, 0, ${message.skipTranslation}::boolean,
-      ${message.authorUserId === null ? sql`null::text` : sql`coalesce(a.member_language, ${input.authorLanguage}::text)`},
-      ${message.clientMessageId}::text, ${input.mentioned}, ${message.mentionsChannel}::boolean,
-      ${at}::timestamptz, ${at}::timestamptz
+    select ${value("id")}, ${value("workspace_id")}, ${value("channel_id")}, ${value("conversation_id")}, ${value("room_id")},
+      ${value("author_user_id")}::integer, ${value("author_webhook_id")}, ${value("author_name")}, ${value("author_avatar_url")},
+      ${value("content")}, ${value("type")}, ${value("parent_message_id")}, 0, ${value("skip_translation")}::boolean,
+      ${shape.bot ? sql`null::text` : sql`coalesce(a.member_language, ${value("author_language")}::text)`},
+      ${value("client_message_id")}::text, ${mentioned}, ${value("mentions_channel")}::boolean,
+      ${value("at")}::timestamptz, ${value("at")}::timestamptz
     from (select * from allowed limit 1) a where ${checked}
     ${
       // A repeat of the author's client_message_id in the place writes nothing; a racing first
       // post is waited for, and the caller reads it after the statement.
-      message.clientMessageId === null
-        ? sql``
-        : sql`on conflict (author_user_id, coalesce(channel_id, conversation_id, room_id), client_message_id)
+      shape.clientMessageId
+        ? sql`on conflict (author_user_id, coalesce(channel_id, conversation_id, room_id), client_message_id)
             where client_message_id is not null and deleted_at is null do nothing`
+        : sql``
     }
     returning language, mentioned_user_ids)`);
-  if (message.parentMessageId) {
+  if (shape.parent) {
     ctes.push(sql`counted as (update ${messages} set reply_count = reply_count + 1
-      where id = ${message.parentMessageId} and exists (select 1 from inserted))`);
+      where id = ${value("parent_message_id")} and exists (select 1 from inserted))`);
   }
-  if (attachmentIds.length > 0) {
-    ctes.push(sql`claimed as (update ${attachments} set message_id = ${message.id}
+  if (shape.attachments) {
+    ctes.push(sql`claimed as (update ${attachments} set message_id = ${value("id")}
       where id in (select id from claimable) and exists (select 1 from inserted))`);
   }
-  if (message.conversationId) {
-    ctes.push(sql`conversation as (update ${conversations} set last_message_id = ${message.id}, updated_at = ${at}::timestamptz
-      where id = ${message.conversationId} and exists (select 1 from inserted))`);
+  if (shape.target === "conversation") {
+    ctes.push(sql`conversation as (update ${conversations} set last_message_id = ${value("id")}, updated_at = ${value("at")}::timestamptz
+      where id = ${value("conversation_id")} and exists (select 1 from inserted))`);
   }
   for (const [index, after] of (also.after ?? []).entries()) ctes.push(sql`${sql.raw(`also_${index}`)} as (${after})`);
   // The event's source language is the message's, known only once the statement has read the membership.
   ctes.push(sql`event as (insert into ${streamEvents} (stream, payload, created_at)
-    select ${input.event.stream},
-      jsonb_set(jsonb_set(${JSON.stringify(eventPayload(input.event))}::jsonb, '{source_language}', coalesce(to_jsonb(inserted.language), 'null'::jsonb)),
+    select ${value("stream")},
+      jsonb_set(jsonb_set(${value("payload")}::jsonb, '{source_language}', coalesce(to_jsonb(inserted.language), 'null'::jsonb)),
         '{data,message,mentioned_user_ids}', to_jsonb(inserted.mentioned_user_ids)),
-      ${at}::timestamptz
+      ${value("at")}::timestamptz
     from inserted)`);
   return sql`with ${sql.join(ctes, sql`, `)}
     select (select count(*) from allowed)::integer as allowed,
-      ${message.parentMessageId ? sql`(select count(*) from parent)::integer` : sql`null::integer`} as parent_found,
-      ${attachmentIds.length > 0 ? sql`(select array_agg(id) from claimable)` : sql`null::text[]`} as claimable,
+      ${shape.parent ? sql`(select count(*) from parent)::integer` : sql`null::integer`} as parent_found,
+      ${shape.attachments ? sql`(select array_agg(id) from claimable)` : sql`null::text[]`} as claimable,
       ${also.guard ? sql`(select count(*) from guard)::integer` : sql`null::integer`} as guarded,
       exists (select 1 from inserted) as inserted,
       (select language from inserted) as language,
