@@ -10,7 +10,7 @@ import { afterEach, expect, it } from "vitest";
 import { openDatabase, type DatabaseHandle } from "../db/client.ts";
 import { systemClock } from "../server/clock.ts";
 import { createLogger } from "../server/logger.ts";
-import { InProcessEventBus, type Listener } from "../server/events/bus.ts";
+import { InProcessEventBus, type BusMessage, type Listener } from "../server/events/bus.ts";
 import { EventRelay } from "../server/events/relay.ts";
 import { createDatabase } from "./helpers/server.ts";
 import { until } from "./helpers/wait.ts";
@@ -42,9 +42,10 @@ async function freshDatabase(): Promise<DatabaseHandle> {
 class RecordingBus extends InProcessEventBus {
   readonly published: number[] = [];
 
-  override async publish(topic: string, message: unknown): Promise<void> {
-    if (topic === STREAM) this.published.push(Number((message as { event: { id: string } }).event.id));
-    await super.publish(topic, message);
+  override async publishAll(messages: readonly BusMessage[]): Promise<PromiseSettledResult<void>[]> {
+    for (const { topic, message } of messages)
+      if (topic === STREAM) this.published.push(Number((message as { event: { id: string } }).event.id));
+    return super.publishAll(messages);
   }
 
   override async subscribe(topic: string, listener: Listener): Promise<() => void> {

@@ -1,5 +1,6 @@
 // Live events between server processes: Redis pub/sub when REDIS_URL is set, an in-process
 // emitter otherwise (one process only). Topics are plain strings such as "user:42".
+import { randomBytes } from "node:crypto";
 import { EventEmitter } from "node:events";
 import type { Redis } from "ioredis";
 import type { Logger } from "../logger.ts";
@@ -7,6 +8,9 @@ import { createRedis } from "../redis.ts";
 import { within } from "../timeout.ts";
 
 export type Listener = (message: unknown) => void;
+
+/** One message of `publishAll`. */
+export type BusMessage = { topic: string; message: unknown };
 
 /** The Redis channel a topic travels on (a Lua script may PUBLISH to it directly). */
 export const busChannel = (prefix: string, topic: string): string => `${prefix}:events:${topic}`;
@@ -16,6 +20,13 @@ const SUBSCRIBE_WAIT_MS = 1_000;
 
 export interface EventBus {
   publish(topic: string, message: unknown): Promise<void>;
+  /**
+   * Publishes several messages in order, in one write (the relay's batches). They must be plain
+   * data, as JSON gives back: this process's listeners receive them as they are, at once, and
+   * other processes through Redis. Resolves with each message's outcome; a failure means the
+   * other processes did not get it.
+   */
+  publishAll(messages: readonly BusMessage[]): Promise<PromiseSettledResult<void>[]>;
   /** Resolves once messages published from now on reach the listener; returns a function that removes it. */
   subscribe(topic: string, listener: Listener): Promise<() => void>;
   /**
@@ -39,6 +50,11 @@ export class InProcessEventBus implements EventBus {
   async publish(topic: string, message: unknown): Promise<void> {
     // Serialise like Redis does, so both buses hand listeners the same plain data.
     this.emitter.emit(topic, JSON.parse(JSON.stringify(message)));
+  }
+
+  async publishAll(messages: readonly BusMessage[]): Promise<PromiseSettledResult<void>[]> {
+    for (const { topic, message } of messages) this.emitter.emit(topic, message);
+    return messages.map(() => ({ status: "fulfilled", value: undefined }));
   }
 
   async subscribe(topic: string, listener: Listener): Promise<() => void> {
@@ -76,17 +92,22 @@ export class RedisEventBus implements EventBus {
   private listening = false;
   /** Topics asked for while the subscriber was not connected. */
   private readonly waitingTopics = new Set<string>();
+  /**
+   * How this process's `publishAll` messages start on Redis (`~<origin>~<json>`): it delivered
+   * them to its own listeners already, so it skips them when Redis hands them back. Other
+   * messages are plain JSON (also what Lua scripts publish), which never starts with "~".
+   */
+  private readonly origin = `~${randomBytes(6).toString("hex")}~`;
 
   constructor(
     redisUrl: string,
     private readonly prefix: string,
     logger: Logger,
   ) {
-    // Publishes made in the same tick (a busy server) leave in one write. While Redis is away a
-    // publish fails at once instead of queueing (the relay republishes from the store, in order),
-    // and a command caught by a dropped connection is not resent behind later ones.
+    // While Redis is away a publish fails at once instead of queueing (the relay republishes from
+    // the store, in order), and a command caught by a dropped connection is not resent behind
+    // later ones. A batch goes in one write through `publishAll`.
     this.publisher = createRedis(redisUrl, logger, "events-publisher", {
-      enableAutoPipelining: true,
       enableOfflineQueue: false,
       autoResendUnfulfilledCommands: false,
       // A Redis that hangs (rather than drops) the connection must not hold the relay up either.
@@ -120,11 +141,12 @@ export class RedisEventBus implements EventBus {
       for (const listener of this.disconnectedListeners) listener();
     });
     this.subscriber.on("message", (channel: string, raw: string) => {
-      const topic = channel.slice(this.channelPrefix.length);
-      const listeners = this.listeners.get(topic);
-      if (!listeners) return;
-      const message: unknown = JSON.parse(raw);
-      for (const listener of listeners) listener(message);
+      let text = raw;
+      if (raw.startsWith("~")) {
+        if (raw.startsWith(this.origin)) return; // its own publishAll: delivered here already
+        text = raw.slice(raw.indexOf("~", 1) + 1);
+      }
+      this.deliver(channel.slice(this.channelPrefix.length), text);
     });
   }
 
@@ -132,8 +154,46 @@ export class RedisEventBus implements EventBus {
     return busChannel(this.prefix, "");
   }
 
+  private deliver(topic: string, text: string): void {
+    const listeners = this.listeners.get(topic);
+    if (!listeners) return;
+    const message: unknown = JSON.parse(text);
+    for (const listener of listeners) listener(message);
+  }
+
   async publish(topic: string, message: unknown): Promise<void> {
     await this.publisher.publish(this.channelPrefix + topic, JSON.stringify(message));
+  }
+
+  async publishAll(messages: readonly BusMessage[]): Promise<PromiseSettledResult<void>[]> {
+    for (const { topic, message } of messages) {
+      const listeners = this.listeners.get(topic);
+      if (listeners) for (const listener of listeners) listener(message);
+    }
+    const raw = messages.map(({ topic, message }) => [
+      this.channelPrefix + topic,
+      this.origin + JSON.stringify(message),
+    ]);
+    const sent: PromiseSettledResult<void> = { status: "fulfilled", value: undefined };
+    if (raw.length === 1) {
+      return [
+        await this.publisher.publish(raw[0]![0]!, raw[0]![1]!).then(
+          () => sent,
+          (reason: unknown) => ({ status: "rejected", reason }),
+        ),
+      ];
+    }
+    const pipeline = this.publisher.pipeline();
+    for (const [channel, text] of raw) pipeline.publish(channel!, text!);
+    try {
+      const results = (await pipeline.exec()) ?? [];
+      return raw.map((_, index) => {
+        const error = results[index]?.[0];
+        return error ? { status: "rejected", reason: error } : sent;
+      });
+    } catch (reason) {
+      return raw.map(() => ({ status: "rejected", reason }));
+    }
   }
 
   async subscribe(topic: string, listener: Listener): Promise<() => void> {

@@ -184,8 +184,8 @@ export class EventRelay {
     const events = rows
       .map((row) => ({ stream: row.stream, busEvent: toBusEvent(toLoggedEvent(row)) }))
       .sort((a, b) => Number(a.busEvent.event.id) - Number(b.busEvent.event.id));
-    const results = await Promise.allSettled(
-      events.map(({ stream, busEvent }) => this.deps.events.publish(stream, busEvent satisfies BusEvent)),
+    const results = await this.deps.events.publishAll(
+      events.map(({ stream, busEvent }) => ({ topic: stream, message: busEvent satisfies BusEvent })),
     );
     const failed = results.findIndex((result) => result.status === "rejected");
     if (failed !== -1) {
