@@ -8,15 +8,21 @@ export class RunLoop {
   /** A run was asked for since the current one started. */
   private pending = false;
   private loop: Promise<void> | undefined;
+  /** When the last run started (performance.now()). */
+  private lastStart = -Infinity;
 
   /**
    * @param runOnce one batch; true when there may be more right away (a full batch). It
    *   handles its own errors: false stops the loop until the next request.
    * @param enabled runs happen only while this holds (the relay's leadership, the outbox open).
+   * @param minIntervalMs a run starts at least this long after the one before it: requests that
+   *   come faster wait and share the next run, so a busy loop works in larger batches, while one
+   *   asked for after a quiet spell runs at once.
    */
   constructor(
     private readonly runOnce: () => Promise<boolean>,
     private readonly enabled: () => boolean,
+    private readonly minIntervalMs = 0,
   ) {}
 
   request(): void {
@@ -41,6 +47,9 @@ export class RunLoop {
 
   private async drain(): Promise<void> {
     while (this.pending && this.enabled()) {
+      const wait = this.lastStart + this.minIntervalMs - performance.now();
+      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+      this.lastStart = performance.now();
       this.pending = false;
       if (await this.runOnce()) this.pending = true;
     }
