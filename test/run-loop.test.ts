@@ -30,7 +30,8 @@ it("gathers requests that come within the minimum interval into one later run, a
   }
   await loop.idle();
   expect(starts).toHaveLength(2);
-  expect(starts[1]! - starts[0]!).toBeGreaterThanOrEqual(INTERVAL_MS - 1);
+  // (A timer may fire a millisecond early against performance.now(): a margin, not a measure.)
+  expect(starts[1]! - starts[0]!).toBeGreaterThanOrEqual(INTERVAL_MS - 10);
 
   // After a quiet spell longer than the interval, a request runs at once.
   await sleep(INTERVAL_MS + 50);
@@ -52,7 +53,8 @@ it("without an interval, runs again as soon as the run before it ends", async ()
     () => true,
   );
   loop.request();
-  await sleep(1);
+  // Requests made before the run starts share it: ask again once it is running.
+  while (starts.length === 0) await sleep(1);
   loop.request();
   await loop.idle();
   expect(starts).toHaveLength(2);

@@ -168,7 +168,14 @@ export class RedisEventBus implements EventBus {
   async publishAll(messages: readonly BusMessage[]): Promise<PromiseSettledResult<void>[]> {
     for (const { topic, message } of messages) {
       const listeners = this.listeners.get(topic);
-      if (listeners) for (const listener of listeners) listener(message);
+      if (!listeners) continue;
+      for (const listener of listeners) {
+        try {
+          listener(message);
+        } catch {
+          // A listener's failure is its own (a subscription ends itself); the others and Redis still get it.
+        }
+      }
     }
     const raw = messages.map(({ topic, message }) => [
       this.channelPrefix + topic,
