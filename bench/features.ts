@@ -20,7 +20,8 @@
 //             (test/helpers/translation.ts, answering after BENCH_TRANSLATION_DELAY_MS, 50), so
 //             each message owes translations into ja and zh-CN; every receiver account with one
 //             Expo device (POST /api/v1/devices; the fake Expo of test/helpers/push.ts in this
-//             process), so each message owes a push per receiver account; one active outbound
+//             process) and its channel push level at `all` (the default, `mentions`, pushes
+//             nobody for a plain message), so each message owes a push per receiver account; one active outbound
 //             webhook on the workspace for message.created (to a receiver in this process,
 //             answering 200: bench/outbound.ts)
 // Load: the senders post to #general over REST, an open loop (bench/lib.ts postAtRate, at most
@@ -444,13 +445,15 @@ async function measure(
       receiver: readerLanguage,
     });
     if (features) {
-      await mapLimit(team.receivers, 8, (account, index) =>
-        api(url, "POST", "/api/v1/devices", account.token, {
+      await mapLimit(team.receivers, 8, async (account, index) => {
+        await api(url, "POST", "/api/v1/devices", account.token, {
           platform: index % 2 === 0 ? "ios" : "android",
           provider: "expo",
           push_token: `ExponentPushToken[features-${index}]`,
-        }),
-      );
+        });
+        // At the default level (`mentions`) a plain channel message pushes nobody (docs/push.md).
+        await api(url, "PUT", "/api/v1/me/notification-preferences", account.token, { channel_push: "all" });
+      });
       const hook = await api<{ data: { id: string; secret: string } }>(
         url,
         "POST",
