@@ -7,7 +7,7 @@
 // read the event log (server/consumers/), so adding a feature never adds a statement to the post.
 import { and, eq, inArray, isNull, sql, type Placeholder, type Query, type SQL } from "drizzle-orm";
 import type { Database } from "../../../db/client.ts";
-import { arrayLiteral, arrayParam, renderStatement, runRendered } from "../../../db/prepared.ts";
+import { arrayLiteral, arrayParam, prepared, renderStatement, runRendered } from "../../../db/prepared.ts";
 import {
   attachments,
   conversations,
@@ -282,9 +282,6 @@ type PostShape = {
   mentions: boolean;
 };
 
-/** The post statement of each shape, rendered once (its values are placeholders). */
-const renderedPosts = new Map<string, Query>();
-
 /**
  * The post statement for this shape, rendered with placeholders for its values. Built once per
  * shape and kept, unless the caller writes rows of its own with it (an inbound webhook's), whose
@@ -292,10 +289,7 @@ const renderedPosts = new Map<string, Query>();
  */
 function postQuery(db: Database, shape: PostShape, also: AlsoWrite): Query {
   if (also.guard || (also.after?.length ?? 0) > 0) return renderStatement(postStatement(db, shape, also));
-  const key = JSON.stringify(shape);
-  let query = renderedPosts.get(key);
-  if (!query) renderedPosts.set(key, (query = renderStatement(postStatement(db, shape, {}))));
-  return query;
+  return prepared(db, `post_message ${JSON.stringify(shape)}`, (db) => renderStatement(postStatement(db, shape, {})));
 }
 
 const value = (name: string) => sql.placeholder(name);
