@@ -65,10 +65,21 @@ function asRequestError(error: unknown): unknown {
   return unavailable ? appErrorToTRPC(unavailable) : error;
 }
 
-async function authenticate(deps: Deps, plaintext: string | undefined, via: Auth["via"]): Promise<Auth | null> {
+/**
+ * The caller of a request with `plaintext`. Over HTTP the sign-in may be served from this
+ * process's memory for a few seconds (server/services/accounts/credential-watch.ts); a request
+ * over a WebSocket connection always looks its token up.
+ */
+async function authenticate(
+  deps: Deps,
+  plaintext: string | undefined,
+  via: Auth["via"],
+  door: RequestContext["door"],
+): Promise<Auth | null> {
   if (!plaintext) return null;
   try {
-    const resolved = await resolveToken(deps.db, plaintext, deps.clock.now());
+    const lookUp = () => resolveToken(deps.db, plaintext, deps.clock.now());
+    const resolved = door === "http" ? await deps.credentials.signInRequest(plaintext, lookUp) : await lookUp();
     return resolved ? { ...resolved, via } : null;
   } catch (error) {
     throw asRequestError(error);
@@ -109,11 +120,12 @@ export async function createHttpContext(
   req: IncomingMessage,
   connectionToken?: string,
 ): Promise<RequestContext> {
-  if (connectionToken) return contextFor(deps, req, await authenticate(deps, connectionToken, "connection"), "http");
+  if (connectionToken)
+    return contextFor(deps, req, await authenticate(deps, connectionToken, "connection", "http"), "http");
   const bearer = bearerToken(req);
   const auth = bearer
-    ? await authenticate(deps, bearer, "bearer")
-    : await authenticate(deps, readCookie(req.headers.cookie, SESSION_COOKIE), "cookie");
+    ? await authenticate(deps, bearer, "bearer", "http")
+    : await authenticate(deps, readCookie(req.headers.cookie, SESSION_COOKIE), "cookie", "http");
   return contextFor(deps, req, auth, "http");
 }
 
@@ -123,7 +135,12 @@ export async function createWsContext(
   req: IncomingMessage,
   connectionParams: Record<string, string | undefined> | null,
 ): Promise<RequestContext> {
-  return contextFor(deps, req, await authenticate(deps, connectionParams?.token, "connection"), "websocket");
+  return contextFor(
+    deps,
+    req,
+    await authenticate(deps, connectionParams?.token, "connection", "websocket"),
+    "websocket",
+  );
 }
 
 export function appendResponseHeader(ctx: RequestContext, name: string, value: string): void {

@@ -10,7 +10,7 @@ import { accessTokens, passwordResetTokens } from "../db/schema/index.ts";
 import { sha256Hex } from "../server/crypto.ts";
 import { CLOSE_CODES } from "../server/http/trpc-ws-protocol.ts";
 import { runAdminCommand } from "../server/services/accounts/admin-commands.ts";
-import type { RestClient } from "./helpers/api.ts";
+import { restClient, type RestClient } from "./helpers/api.ts";
 import { DEFAULT_PASSWORD, registerUser, type RegisteredUser } from "./helpers/factories.ts";
 import { collect, world } from "./helpers/live.ts";
 import { RawSocket } from "./helpers/raw-socket.ts";
@@ -202,5 +202,38 @@ describe.runIf(process.env.DATABASE_URL && process.env.REDIS_URL)("two server pr
     expect((await api.post("/api/v1/auth/app/logout", undefined, { token: phone })).status).toBe(200);
     expect(await expectRevoked(socket, since)).toBeLessThan(1_000);
     await expectServing(untouched, user.id, 2);
+  });
+
+  // Each process serves a request's sign-in from memory for a few seconds: the bus empties it.
+  it("a logout on one server: the other refuses the token over HTTP within a second", async () => {
+    const { api, second } = servers;
+    const other = restClient(second.url);
+    const user = await registerUser(api);
+    const phone = await signIn(api, user);
+    expect((await other.get("/api/v1/me", { token: phone })).status).toBe(200);
+    const since = Date.now();
+    expect((await api.post("/api/v1/auth/app/logout", undefined, { token: phone })).status).toBe(200);
+    await until(
+      async () => ((await other.get("/api/v1/me", { token: phone })).status === 401 ? true : undefined),
+      "401 on the other server",
+      1_000,
+    );
+    expect(Date.now() - since).toBeLessThan(1_000);
+    expect((await other.get("/api/v1/me", { token: user.token })).status).toBe(200);
+  });
+
+  it("a rename on one server shows in GET /me on the other within a second", async () => {
+    const { api, second } = servers;
+    const other = restClient(second.url);
+    const user = await registerUser(api, { name: "Before" });
+    expect((await other.get("/api/v1/me", { token: user.token })).body.name).toBe("Before");
+    const since = Date.now();
+    expect((await api.patch("/api/v1/me", { name: "After" }, { token: user.token })).status).toBe(200);
+    await until(
+      async () => ((await other.get("/api/v1/me", { token: user.token })).body.name === "After" ? true : undefined),
+      "the new name on the other server",
+      1_000,
+    );
+    expect(Date.now() - since).toBeLessThan(1_000);
   });
 });

@@ -30,6 +30,11 @@ import {
 } from "./helpers/statements.ts";
 
 const POST_BUDGET = 2;
+/**
+ * A token used just before is served from the process's memory (server/services/accounts/
+ * credential-watch.ts): the post's own statement only.
+ */
+const CACHED_POST_BUDGET = 1;
 const WEBHOOK_POST_BUDGET = 4;
 /** An edit, a reaction and taking it back: the token check and one statement. */
 const CHANGE_BUDGET = 2;
@@ -149,11 +154,11 @@ describe.concurrent("requests", () => {
     }
 
     describe.each(Object.keys(posters))("%s", (kind) => {
-      it(`runs at most ${POST_BUDGET} statements in its request with a token used just before`, async () => {
+      it(`runs at most ${CACHED_POST_BUDGET} statement in its request with a token used just before`, async () => {
         const poster = await posters[kind]!();
         // The same post just before: the token, and everything else the post reads, is warm.
         expect((await poster.post(poster.user.token, {})).status).toBe(201);
-        await expectPostWithin(`${kind} with a cached token`, poster, poster.user.token, POST_BUDGET);
+        await expectPostWithin(`${kind} with a cached token`, poster, poster.user.token, CACHED_POST_BUDGET);
       });
 
       it(`runs at most ${POST_BUDGET} statements in its request with a token never used before`, async () => {

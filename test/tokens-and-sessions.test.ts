@@ -1,7 +1,11 @@
 // Personal access tokens, token abilities and the web cookie session, over the REST paths.
+import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { accessTokens } from "../db/schema/index.ts";
+import type { BusMessage } from "../server/events/bus.ts";
+import { SIGN_IN_MEMORY_MS } from "../server/services/accounts/credential-watch.ts";
 import { restClient, type ApiResponse, type RestClient } from "./helpers/api.ts";
-import { registerUser, type RegisteredUser } from "./helpers/factories.ts";
+import { createWorkspaceWithGeneral, registerUser, type RegisteredUser } from "./helpers/factories.ts";
 import { startTestServer, useTestServer, type TestServer } from "./helpers/server.ts";
 
 const ctx = useTestServer();
@@ -364,6 +368,90 @@ describe("token abilities", () => {
 });
 
 // ---- web cookie session --------------------------------------------------------------------
+
+// A request's sign-in is served from memory for a few seconds (docs/api.md): what
+// changes the user or ends a token is seen by the very next request.
+describe("sign-ins served from memory", () => {
+  /**
+   * Runs `steps` while the relay's publishes are held back (released after): the writing
+   * process must forget at its own commit, not when the event comes back over the bus.
+   */
+  async function withPublishesHeld(steps: () => Promise<void>): Promise<void> {
+    const bus = ctx.server.app.deps.events;
+    const publishAll = bus.publishAll.bind(bus);
+    const held: BusMessage[] = [];
+    bus.publishAll = async (messages) => {
+      held.push(...messages);
+      return messages.map(() => ({ status: "fulfilled", value: undefined }));
+    };
+    try {
+      await steps();
+    } finally {
+      bus.publishAll = publishAll;
+      await publishAll(held);
+    }
+  }
+
+  it("a rename shows at once in GET /me and in the next post's author", async () => {
+    const user = await registerUser(ctx.api, { name: "Before" });
+    const { workspaceId, channelId } = await createWorkspaceWithGeneral(ctx.api, user);
+    expect((await ctx.api.get("/api/v1/me", { token: user.token })).body.name).toBe("Before");
+
+    await withPublishesHeld(async () => {
+      expect((await ctx.api.patch("/api/v1/me", { name: "After" }, { token: user.token })).status).toBe(200);
+      expect((await ctx.api.get("/api/v1/me", { token: user.token })).body.name).toBe("After");
+      const posted = await ctx.api.post(
+        `/api/v1/workspaces/${workspaceId}/channels/${channelId}/messages`,
+        { content: "renamed" },
+        { token: user.token },
+      );
+      expect(posted.status).toBe(201);
+      expect(posted.body.data.author).toMatchObject({ type: "user", id: user.id, name: "After" });
+    });
+  });
+
+  it("after a password change the old password no longer changes it, with the token that changed it", async () => {
+    const user = await registerUser(ctx.api);
+    const change = (current: string, next: string) =>
+      ctx.api.post(
+        "/api/v1/auth/app/change-password",
+        { current_password: current, password: next, password_confirmation: next },
+        { token: user.token },
+      );
+    expect((await ctx.api.get("/api/v1/me", { token: user.token })).status).toBe(200);
+    await withPublishesHeld(async () => {
+      expect((await change(user.password, "second-password-1")).status).toBe(200);
+      const again = await change(user.password, "third-password-1");
+      expect(again.status).toBe(422);
+      expect(again.body.errors).toHaveProperty("current_password");
+    });
+    expect((await change("second-password-1", "third-password-1")).status).toBe(200);
+  });
+
+  it("a logout refuses the token on the very next request", async () => {
+    const user = await registerUser(ctx.api);
+    const phone = (await ctx.api.post("/api/v1/auth/app/login", { email: user.email, password: user.password })).body
+      .access_token as string;
+    expect((await ctx.api.get("/api/v1/me", { token: phone })).status).toBe(200);
+    await withPublishesHeld(async () => {
+      expect((await ctx.api.post("/api/v1/auth/app/logout", undefined, { token: phone })).status).toBe(200);
+      const after = await ctx.api.get("/api/v1/me", { token: phone });
+      expect(after.status).toBe(401);
+      expect(after.body).toEqual(UNAUTHENTICATED);
+    });
+  });
+
+  it("a token removed behind the service's back (no event) is refused once SIGN_IN_MEMORY_MS has passed", async () => {
+    const user = await registerUser(ctx.api);
+    const pat = await personalToken(user, ["read"]);
+    expect((await ctx.api.get("/api/v1/me", { token: pat.token })).status).toBe(200);
+    await ctx.server.app.deps.db.delete(accessTokens).where(eq(accessTokens.id, pat.id));
+    ctx.server.clock.advance(SIGN_IN_MEMORY_MS);
+    const after = await ctx.api.get("/api/v1/me", { token: pat.token });
+    expect(after.status).toBe(401);
+    expect(after.body).toEqual(UNAUTHENTICATED);
+  });
+});
 
 describe("web cookie session", () => {
   it("signs in with a HttpOnly, SameSite=Lax session cookie (no Secure on http) and returns {data: user}", async () => {

@@ -156,6 +156,11 @@ export type EventEntry = {
 const internalEventData = {
   /** Some of the user's credentials were revoked: every process re-checks the user's live connections. */
   "session.revoked": z.object({ user_id: z.number().int() }),
+  /**
+   * The user's row changed (profile, e-mail, plan, password, last sign-in): every process forgets
+   * the sign-ins it serves from memory for the user (server/services/accounts/credential-watch.ts).
+   */
+  "user.changed": z.object({ user_id: z.number().int() }),
   /** A push device was registered: the push consumer looks again whether anyone has one. */
   "push.device_registered": z.object({ user_id: z.number().int() }),
   /** A workspace's outbound webhooks changed: the outbound consumer reloads which workspaces have active ones. */

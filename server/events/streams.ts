@@ -83,7 +83,24 @@ export async function recordEvents(
 export const RELAY_NOTIFY_CHANNEL = "chat_stream_events";
 
 /** What writing events needs; without a relay (the CLI) the running server's relay is woken by NOTIFY. */
-export type EventWriteDeps = { db: Database; clock: Clock; relay?: { wake(): void } };
+export type EventWriteDeps = {
+  db: Database;
+  clock: Clock;
+  relay?: { wake(): void };
+  /** This process's sign-ins served from memory: forgotten at the commit of a change to their user. */
+  credentials?: { forgetSignIns(userIds: readonly number[]): void };
+};
+
+/** What a change calls to report its events (collected, written at the end of its transaction). */
+export type EmitEvents = (...entries: (EventEntry | InternalEventEntry)[]) => void;
+
+/** The users a change's events say have changed or lost credentials (the sessions stream). */
+function usersChangedBy(entries: readonly (EventEntry | InternalEventEntry)[]): number[] {
+  const userIds: number[] = [];
+  for (const entry of entries)
+    if (entry.stream === streams.sessions) userIds.push((entry.data as { user_id: number }).user_id);
+  return userIds;
+}
 
 /**
  * Runs a change in one transaction with the events it reports: `emit` collects them, and they
@@ -92,7 +109,7 @@ export type EventWriteDeps = { db: Database; clock: Clock; relay?: { wake(): voi
  */
 export async function writeWithEvents<T>(
   deps: EventWriteDeps,
-  change: (tx: Transaction, emit: (...entries: (EventEntry | InternalEventEntry)[]) => void) => Promise<T>,
+  change: (tx: Transaction, emit: EmitEvents) => Promise<T>,
 ): Promise<T> {
   const entries: (EventEntry | InternalEventEntry)[] = [];
   const result = await deps.db.transaction(async (tx) => {
@@ -102,7 +119,12 @@ export async function writeWithEvents<T>(
     if (entries.length > 0 && !deps.relay) await tx.execute(sql`select pg_notify(${RELAY_NOTIFY_CHANNEL}, '')`);
     return value;
   });
-  if (entries.length > 0) deps.relay?.wake();
+  if (entries.length === 0) return result;
+  // Other processes forget when the relay publishes the events; this one at once, so that the
+  // writer's next request reads its own change.
+  const changedUsers = usersChangedBy(entries);
+  if (changedUsers.length > 0) deps.credentials?.forgetSignIns(changedUsers);
+  deps.relay?.wake();
   return result;
 }
 

@@ -6,7 +6,7 @@ import type { Deps } from "../../deps.ts";
 import { writeWithEvents, type EventWriteDeps } from "../../events/streams.ts";
 import { sweepSealedValues } from "../keys/sealed-values.ts";
 import { normaliseEmail } from "./sign-in.ts";
-import { revokeUserTokens } from "./tokens.ts";
+import { revokeUserTokens, userChanged } from "./tokens.ts";
 
 export class AdminCommandError extends Error {
   override name = "AdminCommandError";
@@ -31,6 +31,7 @@ async function setUser(deps: AdminDeps, email: string | undefined, patch: Partia
       .where(eq(users.email, normaliseEmail(email)))
       .returning();
     if (!user) throw new AdminCommandError(`No user has the e-mail ${email}.`);
+    emit(userChanged(user.id));
     if (patch.isActive === false) emit(await revokeUserTokens(tx, user.id, { includePersonal: true }));
     return user;
   });

@@ -13,7 +13,16 @@
 // connection held it, a revocation would have closed that connection; a revocation also forgets
 // the user's remembered sign-ins on every process (the same event), and while the bus is away
 // nothing is remembered or used.
+//
+// And it serves the sign-ins of HTTP requests (REST, tRPC over HTTP, SSE) from memory for a few
+// seconds (SIGN_IN_MEMORY_MS), so that a client's next request needs no token lookup. What ends
+// a token or changes its user writes an event on the sessions stream (`session.revoked`,
+// `user.changed`): the writing process forgets the user's sign-ins at its commit (through
+// writeWithEvents), every other one when the relay publishes the event; while the bus is away
+// every request looks its token up. A request over a WebSocket connection always looks its token
+// up: the connection is what is watched.
 import type { Database } from "../../../db/client.ts";
+import type { AccessToken, User } from "../../../db/schema/index.ts";
 import type { Clock } from "../../clock.ts";
 import type { Logger } from "../../logger.ts";
 import type { EventBus } from "../../events/bus.ts";
@@ -21,6 +30,9 @@ import { streams, type BusEvent } from "../../events/streams.ts";
 import { hashToken, liveTokenIds } from "./tokens.ts";
 
 export type Credential = { userId: number; tokenId: string; expiresAt: Date | null };
+
+/** A request's sign-in: the token and its active user. */
+export type SignIn = { token: AccessToken; user: User };
 
 /** A live connection's sign-in: its credential, and what to call when the connection closes. */
 export type ConnectionSignIn = { credential: Credential; release(): void };
@@ -30,6 +42,12 @@ type Remembered = { hash: string; credential: Credential; holders: number; until
 
 /** How long after a live connection closed its sign-in is remembered for a reconnect. */
 export const RECONNECT_MS = 5_000;
+
+/** How long an HTTP request's sign-in is served from memory before its token is looked up again. */
+export const SIGN_IN_MEMORY_MS = 3_000;
+
+/** At most this many request sign-ins are kept; past it a lookup is not kept until the sweep. */
+const MAX_SIGN_INS = 50_000;
 
 type Holder = { credential: Credential; onRevoked: () => void; expiry?: NodeJS.Timeout };
 
@@ -41,6 +59,10 @@ export class CredentialWatch {
   private readonly cleanups: (() => void)[] = [];
   /** Sign-ins of live connections, by token hash. */
   private readonly remembered = new Map<string, Remembered>();
+  /** Sign-ins of HTTP requests, by token hash, each served until `until` (ms). */
+  private readonly signIns = new Map<string, { signIn: SignIn; until: number }>();
+  /** Counts forgettings: a lookup that one overtook is not kept (it may have read the old row). */
+  private generation = 0;
   private pruneTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly deps: { db: Database; clock: Clock; logger: Logger; events: EventBus }) {}
@@ -49,17 +71,55 @@ export class CredentialWatch {
     this.cleanups.push(
       await this.deps.events.subscribe(streams.sessions, (message) => {
         const { event } = message as BusEvent;
-        const userId = (event.data as { user_id?: unknown }).user_id;
+        // An internal event: `session.revoked` or `user.changed` (server/events/catalog.ts).
+        const { type, data } = event as { type: string; data: { user_id?: unknown } };
+        const userId = data.user_id;
         if (typeof userId !== "number") return;
-        for (const [hash, entry] of this.remembered)
-          if (entry.credential.userId === userId) this.remembered.delete(hash);
-        void this.recheck((holder) => holder.credential.userId === userId);
+        this.forgetSignIns([userId]);
+        if (type === "session.revoked") void this.recheck((holder) => holder.credential.userId === userId);
       }),
+      // Revocations published while the bus was away were missed: nothing remembered is kept.
+      this.deps.events.onDisconnected(() => this.forgetAll()),
       this.deps.events.onResubscribed(() => {
-        this.remembered.clear();
+        this.forgetAll();
         void this.recheck(() => true);
       }),
     );
+  }
+
+  /** Forgets the users' remembered sign-ins (a change to the user, or to their tokens, committed). */
+  forgetSignIns(userIds: readonly number[]): void {
+    this.generation++;
+    for (const [hash, entry] of this.remembered)
+      if (userIds.includes(entry.credential.userId)) this.remembered.delete(hash);
+    for (const [hash, kept] of this.signIns) if (userIds.includes(kept.signIn.user.id)) this.signIns.delete(hash);
+  }
+
+  private forgetAll(): void {
+    this.generation++;
+    this.remembered.clear();
+    this.signIns.clear();
+  }
+
+  /**
+   * An HTTP request's sign-in with `plaintext`: the one served for the same token less than
+   * SIGN_IN_MEMORY_MS ago (and before its expiry), else `lookUp`, kept when nothing that would
+   * change it happened meanwhile and the bus listens.
+   */
+  async signInRequest(plaintext: string, lookUp: () => Promise<SignIn | null>): Promise<SignIn | null> {
+    if (!this.deps.events.isListening()) return lookUp();
+    const now = this.deps.clock.now().getTime();
+    const hash = hashToken(plaintext);
+    const kept = this.signIns.get(hash);
+    if (kept && kept.until > now) return kept.signIn;
+    const generation = this.generation;
+    const signIn = await lookUp();
+    if (!signIn || generation !== this.generation || !this.deps.events.isListening()) return signIn;
+    if (this.signIns.size >= MAX_SIGN_INS) return signIn;
+    const expiresAt = signIn.token.expiresAt?.getTime() ?? Number.POSITIVE_INFINITY;
+    this.signIns.set(hash, { signIn, until: Math.min(now + SIGN_IN_MEMORY_MS, expiresAt) });
+    this.pruneTimer ??= setInterval(() => this.forgetOld(), RECONNECT_MS).unref();
+    return signIn;
   }
 
   /**
@@ -80,11 +140,12 @@ export class CredentialWatch {
     let entry = this.remembered.get(hash);
     const expiresAt = entry?.credential.expiresAt;
     if (!entry || (entry.holders === 0 && entry.until <= now) || (expiresAt && expiresAt.getTime() <= now)) {
+      const generation = this.generation;
       const credential = await lookUp();
       if (!credential) return null;
       entry = { hash, credential, holders: 0, until: 0 };
       // Not while the bus is away, nor after a revocation that arrived during the lookup.
-      if (this.deps.events.isListening()) this.remembered.set(hash, entry);
+      if (this.deps.events.isListening() && generation === this.generation) this.remembered.set(hash, entry);
     }
     entry.holders++;
     const held = entry;
@@ -108,6 +169,10 @@ export class CredentialWatch {
     for (const [hash, entry] of this.remembered) {
       if (entry.holders > 0) continue;
       if (entry.until <= now) this.remembered.delete(hash);
+      else waiting = true;
+    }
+    for (const [hash, kept] of this.signIns) {
+      if (kept.until <= now) this.signIns.delete(hash);
       else waiting = true;
     }
     if (!waiting) {
@@ -168,7 +233,7 @@ export class CredentialWatch {
 
   close(): void {
     clearInterval(this.pruneTimer);
-    this.remembered.clear();
+    this.forgetAll();
     for (const cleanup of this.cleanups.splice(0)) cleanup();
     for (const holder of this.holders) clearTimeout(holder.expiry);
     this.holders.clear();

@@ -9,6 +9,8 @@ import type { Deps } from "../../deps.ts";
 import { notFound } from "../../errors.ts";
 import { mailJobs } from "../../mail/jobs.ts";
 import { enqueueJob } from "../../jobs/outbox.ts";
+import { writeWithEvents } from "../../events/streams.ts";
+import { userChanged } from "./tokens.ts";
 import type { Executor } from "../../../db/client.ts";
 import { safeEqual } from "../../crypto.ts";
 
@@ -50,10 +52,13 @@ export async function verifyEmail(
   if (!user || !safeEqual(sha1(user.email), input.hash)) throw notFound(INVALID_VERIFICATION_LINK);
   if (user.emailVerifiedAt) return user;
   const now = deps.clock.now();
-  const [updated] = await deps.db
-    .update(users)
-    .set({ emailVerifiedAt: now, updatedAt: now })
-    .where(eq(users.id, user.id))
-    .returning();
-  return updated!;
+  return writeWithEvents(deps, async (tx, emit) => {
+    const [updated] = await tx
+      .update(users)
+      .set({ emailVerifiedAt: now, updatedAt: now })
+      .where(eq(users.id, user.id))
+      .returning();
+    emit(userChanged(user.id));
+    return updated!;
+  });
 }

@@ -9,6 +9,7 @@ import { invalidField } from "../../errors.ts";
 import { newId } from "../../ids.ts";
 import { mailJobs } from "../../mail/jobs.ts";
 import { enqueueJob } from "../../jobs/outbox.ts";
+import { writeWithEvents } from "../../events/streams.ts";
 import { accountInactive, normaliseEmail, recordSignIn } from "./sign-in.ts";
 
 export const OTP_LIFETIME_MS = 10 * 60 * 1000;
@@ -58,7 +59,7 @@ export async function verifyOtp(deps: Deps, input: { email: string; code: string
     throw invalidField("token", INVALID_OTP);
   }
 
-  return deps.db.transaction(async (tx) => {
+  return writeWithEvents(deps, async (tx, emit) => {
     // Deleting the row is what uses the code up: of two simultaneous verifications, one wins.
     const consumed = await tx
       .delete(oneTimeCodes)
@@ -78,6 +79,6 @@ export async function verifyOtp(deps: Deps, input: { email: string; code: string
           .insert(users)
           .values({ name: email.split("@")[0]!, email, emailVerifiedAt: now, createdAt: now, updatedAt: now })
           .returning();
-    return recordSignIn(tx, user!, { kind: "sign_in", deviceName: input.deviceName, now });
+    return recordSignIn(tx, emit, user!, { kind: "sign_in", deviceName: input.deviceName, now });
   });
 }

@@ -3,6 +3,7 @@ import { users, type Language, type User } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
 import { streams, writeWithEvents } from "../../events/streams.ts";
 import { toUserRecord } from "../../records/user.ts";
+import { userChanged } from "./tokens.ts";
 
 export async function updateProfile(
   deps: Deps,
@@ -20,7 +21,10 @@ export async function updateProfile(
       })
       .where(eq(users.id, userId))
       .returning();
-    emit({ stream: streams.user(userId), type: "user.updated", data: { user: toUserRecord(user!) } });
+    emit(
+      { stream: streams.user(userId), type: "user.updated", data: { user: toUserRecord(user!) } },
+      userChanged(userId),
+    );
     return user!;
   });
 }

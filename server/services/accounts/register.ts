@@ -36,7 +36,8 @@ export async function registerUser(
     if (!user) throw invalidField("email", EMAIL_TAKEN);
     // In the same transaction: the mail job exists exactly when the account does.
     await queueVerificationEmail(tx, now, user);
-    return recordSignIn(tx, user, { kind: "sign_in", deviceName: input.deviceName, now });
+    // A new account: no process keeps a sign-in of it, so nothing is reported.
+    return recordSignIn(tx, () => {}, user, { kind: "sign_in", deviceName: input.deviceName, now });
   });
   return signedIn;
 }

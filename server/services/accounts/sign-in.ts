@@ -4,8 +4,9 @@ import type { Executor } from "../../../db/client.ts";
 import { users, type TokenKind, type User } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
 import { AppError, invalidField } from "../../errors.ts";
+import { writeWithEvents, type EmitEvents } from "../../events/streams.ts";
 import { hashPassword, verifyPassword } from "./passwords.ts";
-import { issueToken } from "./tokens.ts";
+import { issueToken, userChanged } from "./tokens.ts";
 
 export const INVALID_CREDENTIALS = "These credentials do not match our records.";
 export const ACCOUNT_INACTIVE = "Account is inactive.";
@@ -39,15 +40,17 @@ export async function verifyCredentials(
 
 /**
  * Ends every successful sign-in (password, OTP, social, registration): records last_login_at
- * and issues the token, inside the caller's transaction. Web sessions expire after two weeks;
- * bearer tokens live until revoked.
+ * and issues the token, inside the caller's transaction, and reports the user's row changed
+ * through `emit`. Web sessions expire after two weeks; bearer tokens live until revoked.
  */
 export async function recordSignIn(
   tx: Executor,
+  emit: EmitEvents,
   user: User,
   options: { kind: Extract<TokenKind, "sign_in" | "session">; deviceName?: string | null | undefined; now: Date },
 ): Promise<{ user: User; plaintext: string }> {
   const [updated] = await tx.update(users).set({ lastLoginAt: options.now }).where(eq(users.id, user.id)).returning();
+  emit(userChanged(user.id));
   const { plaintext } = await issueToken(tx, {
     userId: user.id,
     kind: options.kind,
@@ -65,7 +68,7 @@ export function completeSignIn(
   options: { kind: Extract<TokenKind, "sign_in" | "session">; deviceName?: string | null | undefined },
 ): Promise<{ user: User; plaintext: string }> {
   const now = deps.clock.now();
-  return deps.db.transaction((tx) => recordSignIn(tx, user, { ...options, now }));
+  return writeWithEvents(deps, (tx, emit) => recordSignIn(tx, emit, user, { ...options, now }));
 }
 
 export const WEB_SESSION_LIFETIME_MS = 14 * 24 * 60 * 60 * 1000;

@@ -127,6 +127,14 @@ function sessionRevoked(userId: number): InternalEventEntry {
   return { stream: streams.sessions, type: "session.revoked", data: { user_id: userId } };
 }
 
+/**
+ * What a change to a user's row tells every server process (in its transaction): the sign-ins
+ * each serves from memory for the user carry the old row, and are forgotten.
+ */
+export function userChanged(userId: number): InternalEventEntry {
+  return { stream: streams.sessions, type: "user.changed", data: { user_id: userId } };
+}
+
 /** Deletes one of the user's tokens (logout, DELETE /tokens/{id}); false when the user has no such token. */
 export async function revokeToken(deps: EventWriteDeps, userId: number, tokenId: string): Promise<boolean> {
   return writeWithEvents(deps, async (tx, emit) => {

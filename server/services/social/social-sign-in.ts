@@ -9,6 +9,7 @@ import type { SocialProviderConfig } from "../../config.ts";
 import type { Auth } from "../../auth.ts";
 import type { Deps } from "../../deps.ts";
 import { invalidField, notFound, unprocessable } from "../../errors.ts";
+import { writeWithEvents } from "../../events/streams.ts";
 import { accountInactive, recordSignIn } from "../accounts/sign-in.ts";
 import type { SocialProfile } from "./providers.ts";
 
@@ -109,10 +110,10 @@ export async function signInWithSocial(
   // account let one commit and fail the other, which then runs again and finds the winner's
   // account, so both sign in to one account.
   return retryingRaces(() =>
-    deps.db.transaction(async (tx) => {
+    writeWithEvents(deps, async (tx, emit) => {
       const user = await userForProfile(tx, provider.name, profile, now);
       if (!user.isActive) throw accountInactive();
-      return recordSignIn(tx, user, {
+      return recordSignIn(tx, emit, user, {
         kind: variant === "web" ? "session" : "sign_in",
         deviceName: input.deviceName,
         now,
