@@ -7,9 +7,10 @@
 // Not createOpenApiNodeHttpHandler itself: on every call it built a WHATWG Request (headers,
 // URL, a body stream, an AbortSignal) only to read its signal, which nothing here uses, and
 // re-walked the input schema; that was about 250 µs of a post's CPU. Here the Node request goes
-// to tRPC's caller as it is, and each procedure's schema is looked at once.
+// to tRPC's procedure call as it is (callTRPCProcedure, as the WebSocket door calls it: no caller
+// proxy built per request), and each procedure's schema is looked at once.
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { TRPCError } from "@trpc/server";
+import { callTRPCProcedure, TRPCError } from "@trpc/server";
 import {
   acceptsRequestBody,
   coerceSchema,
@@ -146,11 +147,15 @@ export function createRestHandler(deps: Deps, router: AppRouter) {
         input = fields;
       }
       ctx = await createHttpContext(deps, req);
-      const caller = router.createCaller(ctx) as unknown as Record<string, unknown>;
-      const call = procedure.path.split(".").reduce<any>((node, segment) => node[segment], caller) as (
-        input: unknown,
-      ) => Promise<unknown>;
-      const data = await call(input);
+      const data = await callTRPCProcedure({
+        router,
+        path: procedure.path,
+        getRawInput: async () => input,
+        ctx,
+        type: procedure.procedure._def.type,
+        signal: undefined,
+        batchIndex: 0,
+      });
       return {
         status: ctx.response.status ?? statuses.get(procedure.path) ?? 200,
         headers: { ...ctx.response.headers },
