@@ -13,6 +13,13 @@ import {
   StatementCounter,
 } from "./statement-count.ts";
 
+/**
+ * postgres.js runs a statement as a prepared statement only with parameters: without any it
+ * sends the simple protocol, which PostgreSQL parses and plans on every run. `simple: false`
+ * (an option its source reads, not in its types) keeps a parameterless statement prepared.
+ */
+const PREPARED = { prepare: true, simple: false } as { prepare: true };
+
 export type Schema = typeof schema;
 export type Database = PgDatabase<PgQueryResultHKT, Schema>;
 /** A transaction handle; services accept `Database | Transaction` where they may run inside one. */
@@ -89,7 +96,7 @@ export async function openDatabase(options: {
         const reserved = await client.reserve();
         return {
           query: async <Row>(text: string, params: unknown[]) =>
-            (await reserved.unsafe(text, params as never[], { prepare: true })) as unknown as Row[],
+            (await reserved.unsafe(text, params as never[], PREPARED)) as unknown as Row[],
           release: () => reserved.release(),
         };
       },
