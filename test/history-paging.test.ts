@@ -10,7 +10,7 @@ import type { ApiResponse } from "./helpers/api.ts";
 import { registerUser, type RegisteredUser } from "./helpers/factories.ts";
 import { rejectionOf } from "./helpers/rpc.ts";
 import { useTestServer } from "./helpers/server.ts";
-import { measureRequest } from "./helpers/statements.ts";
+import { besidesTokenLookup, measureRequest } from "./helpers/statements.ts";
 
 const ctx = useTestServer();
 
@@ -609,8 +609,9 @@ describe("cost", () => {
     const around = await measure(`?limit=5&around=${oldestFirst[6]!.id}`);
     expect(forward.response.body.data).toHaveLength(5);
     expect(around.response.body.data).toHaveLength(5);
-    expect(forward.count).toBe(backward.count);
-    expect(around.count).toBe(backward.count);
+    // (The token's lookup aside: one of the three may find it in the process's memory.)
+    expect(besidesTokenLookup(forward)).toBe(besidesTokenLookup(backward));
+    expect(besidesTokenLookup(around)).toBe(besidesTokenLookup(backward));
     // The rows of the around page, anchor check included, in one statement: the union of its
     // two sides (only the start of a statement is recorded).
     const messageReads = (statements: { text: string }[]) =>

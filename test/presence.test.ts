@@ -7,7 +7,7 @@ import { collect, world, type Feed } from "./helpers/live.ts";
 import { RawSocket } from "./helpers/raw-socket.ts";
 import { rejectionOf } from "./helpers/rpc.ts";
 import { useTestServer } from "./helpers/server.ts";
-import { describeStatements, measureRequest } from "./helpers/statements.ts";
+import { besidesTokenLookup, describeStatements, measureRequest } from "./helpers/statements.ts";
 import { until } from "./helpers/wait.ts";
 
 /** A short window, so that the grace tests take seconds. */
@@ -224,16 +224,16 @@ describe("statements", () => {
       ctx.api.put("/api/v1/me/presence", { setting: "away", status_text: "Out" }, { token: member.token, headers }),
     );
     expect(change.response.status).toBe(200);
-    expect(change.count, describeStatements(change)).toBe(2);
+    expect(besidesTokenLookup(change), describeStatements(change)).toBe(1);
     const own = await measureRequest(ctx.server, (headers) =>
       ctx.api.get("/api/v1/me/presence", { token: member.token, headers }),
     );
-    expect(own.count, describeStatements(own)).toBe(2);
+    expect(besidesTokenLookup(own), describeStatements(own)).toBe(1);
     const list = await measureRequest(ctx.server, (headers) =>
       ctx.api.get(`/api/v1/presence?user_ids=${member.id},${owner.id}`, { token: owner.token, headers }),
     );
     expect(list.response.status).toBe(200);
-    expect(list.count, describeStatements(list)).toBe(2);
+    expect(besidesTokenLookup(list), describeStatements(list)).toBe(1);
   });
 });
 

@@ -585,9 +585,14 @@ describe.concurrent("live connections", () => {
       expect((await ctx.api.get("/api/v1/me", { token: user.token })).status).toBe(200);
       await quiet(1_200);
 
-      // What a new PostgreSQL connection of the pool runs first, whoever opened it, is left aside.
+      // What a new PostgreSQL connection of the pool runs first, whoever opened it, is left aside,
+      // and so is the token's lookup: the socket's request always looks it up, the SSE request
+      // may find the sign-in in the process's memory.
       const work = (counted: CountedStatements): CountedStatements => {
-        const statements = counted.statements.filter((statement) => !statement.text.includes("pg_catalog.pg_type"));
+        const statements = counted.statements.filter(
+          (statement) =>
+            !statement.text.includes("pg_catalog.pg_type") && !/^select "access_tokens"\./.test(statement.text),
+        );
         return { ...counted, statements, count: counted.count - (counted.statements.length - statements.length) };
       };
 
@@ -613,12 +618,13 @@ describe.concurrent("live connections", () => {
         socket.send(clientFrames.request(1, "subscription", "events.onUser"));
         await until(() => frames.find((frame) => frame.id === 1 && frame.result?.type === "started"), "started");
         socket.send(clientFrames.stop(1));
-        baseline = work(await countRequestStatements(ctx.server, socketId, { mark, settleMs: 200 })).count;
+        const counted = await countRequestStatements(ctx.server, socketId, { mark, settleMs: 200 });
+        expect(counted.count, "the subscription's request runs at least its token lookup").toBeGreaterThanOrEqual(1);
+        baseline = work(counted).count;
       } finally {
         socket.close();
       }
       await liveIs(user.id, false);
-      expect(baseline, "the subscription's request runs at least its token lookup").toBeGreaterThanOrEqual(1);
 
       const attempts: { whole: CountedStatements; inScope: number }[] = [];
       for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {

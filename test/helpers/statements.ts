@@ -61,6 +61,14 @@ export async function measureRequest<Response>(
   return { requestId, response, ...(await countRequestStatements(server, requestId, { mark })) };
 }
 
+/**
+ * How many of the statements are not the token lookup: a request's own work, whether its token
+ * was looked up or served from the process's memory (server/services/accounts/credential-watch.ts).
+ */
+export function besidesTokenLookup(counted: CountedStatements): number {
+  return counted.statements.filter((statement) => !/^select "access_tokens"\./.test(statement.text)).length;
+}
+
 /** Every statement the server's database handle ran (all scopes, background included) during `windowMs`. */
 export async function countIdleStatements(server: TestServer, windowMs: number): Promise<CountedStatements> {
   const counter = statementsOf(server);
