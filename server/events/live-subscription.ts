@@ -69,13 +69,21 @@ export class LiveSubscription {
   /** The topics followed, each with the function that stops following it. */
   private readonly unsubscribers = new Map<string, () => void>();
   private readonly cleanups: (() => void)[] = [];
-  private readonly listener = (message: unknown) => {
-    if (this.closed) return;
-    if (this.pendingSteps > 0) this.queue.push(message as BusEvent);
-    else this.process(message as BusEvent);
-  };
+  /**
+   * What the bus calls. Made in the constructor: under tsx (esbuild's keepNames) a class field's
+   * arrow gets its name defined on it, a property store of its own per subscription.
+   */
+  private readonly listener: (message: unknown) => void;
 
-  constructor(private readonly options: Options) {}
+  constructor(private readonly options: Options) {
+    this.listener = (message) => this.receive(message as BusEvent);
+  }
+
+  private receive(message: BusEvent): void {
+    if (this.closed) return;
+    if (this.pendingSteps > 0) this.queue.push(message);
+    else this.process(message);
+  }
 
   /** Starts delivery to `sink`. Once only. */
   attach(sink: LiveSink): void {

@@ -32,6 +32,7 @@ import { handleKeepAlive, jsonEncoder } from "@trpc/server/adapters/ws";
 import { parseConnectionParamsFromUnknown } from "@trpc/server/http";
 import { parseTRPCMessage, type TRPCClientOutgoingMessage, type TRPCResponseMessage } from "@trpc/server/rpc";
 import type { WebSocket, WebSocketServer } from "ws";
+import type { LiveSubscription } from "../events/live-subscription.ts";
 import type { StreamEvent } from "../events/streams.ts";
 import { toTRPCError } from "../trpc-errors.ts";
 import { liveStreamOf, TrackedLiveStream } from "../trpc-live.ts";
@@ -156,377 +157,444 @@ function connectionParamsOf(text: string): Record<string, string | undefined> | 
   return parseConnectionParamsFromUnknown((message as { data?: unknown }).data);
 }
 
-export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: Options<TRouter>) {
-  const { router } = options;
-  const config = router._def._config;
-  type Context = inferRouterContext<TRouter>;
+/** What every connection of one host shares. */
+type Host = {
+  options: Options<AnyTRPCRouter>;
+  router: AnyTRPCRouter;
+  config: AnyTRPCRouter["_def"]["_config"];
+  reportError(error: TRPCError, path: string | undefined): void;
+  /** The host's open connections (the metrics count their subscriptions). */
+  connections: Set<Connection>;
+};
 
-  const reportError = (error: TRPCError, path: string | undefined) => {
-    try {
-      options.onError?.(error, path);
-    } catch {
-      // A failing error report must not take the connection (or the process) with it.
+type Request = { id: RequestId; jsonrpc?: "2.0" | undefined };
+
+/**
+ * A subscription of a connection, from its request until it ends: `stop()` ends it (the client's
+ * stop, the connection's close). Once its procedure answered a live subscription, it is that
+ * subscription's sink. (Classes rather than closures per connection and per subscription: an
+ * idle connection's memory is mostly what it keeps, and a method is kept once per process.)
+ */
+class SocketSubscription {
+  readonly abort = new AbortController();
+  private live: LiveSubscription | undefined;
+  /** Made at the first event: an idle subscription keeps no bytes for it. */
+  private frameHead: Buffer | undefined;
+  private backlogSince = 0;
+  private started = false;
+
+  constructor(
+    private readonly connection: Connection,
+    private readonly request: Request,
+    private readonly call: Call,
+  ) {}
+
+  stop(): void {
+    if (!this.live) return this.abort.abort();
+    this.live.close();
+    this.stopped();
+  }
+
+  /** Answers "stopped", once, if the subscription was still registered. */
+  stopped(): void {
+    if (this.connection.subscriptions.delete(this.request.id))
+      this.connection.respond({ ...this.request, result: { type: "stopped" } });
+  }
+
+  /** Serves `live` from here on: its events are written to the socket as frames. */
+  serve(live: LiveSubscription): void {
+    this.live = live;
+    live.attach(this);
+  }
+
+  /** "started" once the subscription listens, so that a client may rely on it. */
+  ready(): void {
+    if (this.started) return;
+    this.started = true;
+    this.connection.respond({ ...this.request, result: { type: "started" } });
+  }
+
+  event(position: string, event: StreamEvent): void {
+    const { client } = this.connection;
+    if (client.readyState !== OPEN) return;
+    if (this.tooFarBehind()) {
+      this.live!.close();
+      this.connection.close(CLOSE_CODES.tryAgainLater, "too slow: resume with lastEventId");
+      return;
     }
-  };
+    this.frameHead ??= Buffer.from(trackedEventFrameHead(this.request.id, this.request.jsonrpc));
+    const tail = frameTailOf(position, event);
+    sendCoalesced(client, Buffer.concat([this.frameHead, tail], this.frameHead.length + tail.length));
+    this.connection.host.options.onEventDelivered?.();
+  }
 
-  // A server-level failure: reported, never thrown into the process. (A bad handshake is
-  // answered 400 by `ws` itself.)
-  options.wss.on("error", (cause) => reportError(getTRPCErrorFromUnknown(cause), undefined));
+  end(): void {
+    this.stopped();
+  }
 
-  /** Every open connection's subscriptions, counted for the metrics. */
-  const openSubscriptions = new Set<Map<RequestId, unknown>>();
+  /**
+   * As tRPC's adapter answers a stream that fails: "started" (it sends that before iterating,
+   * so even when the set-up fails), the error, then "stopped".
+   */
+  fail(error: unknown): void {
+    this.connection.subscriptions.delete(this.request.id);
+    this.ready();
+    this.connection.respondError(this.request, toTRPCError(error), this.call);
+    this.connection.respond({ ...this.request, result: { type: "stopped" } });
+  }
 
-  options.wss.on("connection", (client: WebSocket, req: IncomingMessage) => {
-    /** Subscriptions by request id; stop() ends one (client stop, close, or server end). */
-    const subscriptions = new Map<RequestId, { stop(): void }>();
-    openSubscriptions.add(subscriptions);
-    let connectionParams: Record<string, string | undefined> | null = null;
-    /** Settles once the connection's params are known and its first context made. */
-    let established: Promise<{ ok: true } | { ok: false; error: TRPCError }> | undefined;
-    let stopWatching: (() => void) | void = undefined;
+  private tooFarBehind(): boolean {
+    const buffered = this.connection.client.bufferedAmount;
+    if (buffered <= MAX_BUFFERED_BYTES) {
+      this.backlogSince = 0;
+      return false;
+    }
+    const now = Date.now();
+    this.backlogSince ||= now;
+    return buffered > HARD_MAX_BUFFERED_BYTES || now - this.backlogSince > SLOW_GRACE_MS;
+  }
+}
 
+/** One WebSocket connection: its sign-in, its requests and its subscriptions. */
+class Connection {
+  /** Subscriptions by request id. */
+  readonly subscriptions = new Map<RequestId, SocketSubscription>();
+  private connectionParams: Record<string, string | undefined> | null = null;
+  /** Settles once the connection's params are known and its first context made. */
+  private established: Promise<{ ok: true } | { ok: false; error: TRPCError }> | undefined;
+  private stopWatching: (() => void) | void = undefined;
+  private paramsTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    readonly host: Host,
+    readonly client: WebSocket,
+    private readonly req: IncomingMessage,
+  ) {
+    const { options } = host;
+    host.connections.add(this);
     // Protocol errors (a bad frame, a frame above maxPayload, invalid UTF-8): `ws` closes the
     // connection itself; without this listener the error would end the process. They are the
     // client's (reported as a bad request, not as a server failure with a stack).
     client.on("error", (cause) =>
-      reportError(new TRPCError({ code: "BAD_REQUEST", message: "WebSocket protocol error", cause }), undefined),
+      host.reportError(new TRPCError({ code: "BAD_REQUEST", message: "WebSocket protocol error", cause }), undefined),
     );
     handleKeepAlive(client, options.keepAlive.pingMs, options.keepAlive.pongWaitMs);
+    client.on("message", (raw: Buffer, isBinary: boolean) => {
+      if (options.inRequestScope) options.inRequestScope(req, () => this.receiveSafely(raw, isBinary));
+      else this.receiveSafely(raw, isBinary);
+    });
+    client.once("close", () => this.closed());
 
-    const close = (code: number, reason: string) => {
-      if (client.readyState === OPEN) client.close(code, reason);
-    };
+    const awaitingParams = new URL(req.url ?? "/", "http://localhost").search.includes(CONNECTION_PARAMS_QUERY);
+    if (awaitingParams) {
+      this.paramsTimer = setTimeout(
+        () => this.close(CLOSE_CODES.policyViolation, "connection params not received"),
+        CONNECTION_PARAMS_TIMEOUT_MS,
+      );
+    } else {
+      this.establish(() => null);
+    }
+  }
 
-    const respond = (message: TRPCResponseMessage) => {
-      if (client.readyState !== OPEN) return;
-      let frame: string;
-      try {
-        frame = JSON.stringify(transformTRPCResponse(config, message));
-      } catch (cause) {
-        reportError(getTRPCErrorFromUnknown(cause), undefined);
-        frame = JSON.stringify({
-          id: message.id,
-          ...(message.jsonrpc && { jsonrpc: message.jsonrpc }),
-          error: {
-            code: -32603,
-            message: "Internal server error",
-            data: { code: "INTERNAL_SERVER_ERROR", httpStatus: 500 },
-          },
-        });
-      }
-      client.send(frame);
-    };
-    /** Answers with the error shape; `ctx` is the request's own context when it got that far (none is kept). */
-    const respondError = (
-      request: { id: RequestId | null; jsonrpc?: "2.0" | undefined },
-      cause: unknown,
-      call: Call,
-      ctx?: Context,
-    ) => {
-      const error = getTRPCErrorFromUnknown(cause);
-      reportError(error, call.path);
-      let shape;
-      try {
-        shape = getTRPCErrorShape({ config, error, ctx, ...call });
-      } catch (formatError) {
-        reportError(getTRPCErrorFromUnknown(formatError), call.path);
-        shape = {
+  close(code: number, reason: string): void {
+    if (this.client.readyState === OPEN) this.client.close(code, reason);
+  }
+
+  respond(message: TRPCResponseMessage): void {
+    if (this.client.readyState !== OPEN) return;
+    let frame: string;
+    try {
+      frame = JSON.stringify(transformTRPCResponse(this.host.config, message));
+    } catch (cause) {
+      this.host.reportError(getTRPCErrorFromUnknown(cause), undefined);
+      frame = JSON.stringify({
+        id: message.id,
+        ...(message.jsonrpc && { jsonrpc: message.jsonrpc }),
+        error: {
           code: -32603,
           message: "Internal server error",
           data: { code: "INTERNAL_SERVER_ERROR", httpStatus: 500 },
-        };
-      }
-      respond({ id: request.id, jsonrpc: request.jsonrpc, error: shape } as TRPCResponseMessage);
-    };
-
-    /** Signs the connection in with its params, and starts watching its credential. */
-    const establish = (params: () => Record<string, string | undefined> | null) => {
-      established = (async () => {
-        connectionParams = params();
-        const stop = await options.signIn?.(req, connectionParams, close);
-        if (client.readyState === OPEN) stopWatching = stop;
-        else stop?.();
-        return { ok: true as const };
-      })().catch((cause: unknown) => {
-        const error = getTRPCErrorFromUnknown(cause);
-        respondError({ id: null }, error, NO_CALL);
-        setImmediate(() => client.close());
-        return { ok: false as const, error };
-      });
-    };
-
-    const awaitingParams = new URL(req.url ?? "/", "http://localhost").search.includes(CONNECTION_PARAMS_QUERY);
-    const paramsTimer = awaitingParams
-      ? setTimeout(
-          () => close(CLOSE_CODES.policyViolation, "connection params not received"),
-          CONNECTION_PARAMS_TIMEOUT_MS,
-        )
-      : undefined;
-    if (!awaitingParams) establish(() => null);
-
-    async function handle(message: TRPCClientOutgoingMessage, batchIndex: number) {
-      const { id, jsonrpc } = message;
-      if (id === null) {
-        respondError({ id, jsonrpc }, new TRPCError({ code: "PARSE_ERROR", message: "`id` is required" }), NO_CALL);
-        return;
-      }
-      if (message.method === "subscription.stop") {
-        subscriptions.get(id)?.stop();
-        return;
-      }
-      const type = message.method;
-      const { path, lastEventId } = message.params;
-      let input: unknown = message.params.input;
-      if (lastEventId !== undefined)
-        input =
-          input && typeof input === "object" && !Array.isArray(input)
-            ? { ...input, lastEventId }
-            : (input ?? { lastEventId });
-      const call = { type, path, input };
-      if (type === "subscription") {
-        if (subscriptions.has(id)) {
-          respondError({ id, jsonrpc }, new TRPCError({ code: "BAD_REQUEST", message: `Duplicate id ${id}` }), call);
-          return;
-        }
-        if (subscriptions.size >= MAX_SUBSCRIPTIONS) {
-          const tooMany = new TRPCError({
-            code: "TOO_MANY_REQUESTS",
-            message: `At most ${MAX_SUBSCRIPTIONS} subscriptions may be open on one connection.`,
-          });
-          respondError({ id, jsonrpc }, tooMany, call);
-          return;
-        }
-      }
-
-      // A subscription is registered before it starts, so a stop or a close during set-up ends it.
-      const abort = new AbortController();
-      let stopSubscription = () => abort.abort();
-      if (type === "subscription") subscriptions.set(id, { stop: () => stopSubscription() });
-      const stopped = () => {
-        if (subscriptions.delete(id)) respond({ id, jsonrpc, result: { type: "stopped" } });
-      };
-      let ctx: Context | undefined;
-      try {
-        const connection = await established!;
-        if (!connection.ok) throw connection.error;
-        if (abort.signal.aborted) return stopped();
-        // Each request is authorized with the credential's current state, as over HTTP.
-        ctx = await options.createContext(req, connectionParams);
-        if (abort.signal.aborted) return stopped();
-        const result = await callTRPCProcedure({
-          router,
-          path,
-          getRawInput: async () => input,
-          ctx,
-          type,
-          signal: abort.signal,
-          batchIndex,
-        });
-        if (type !== "subscription") {
-          respond({ id, jsonrpc, result: { type: "data", data: result } });
-          return;
-        }
-        // A live subscription is served from its sink, not iterated (tRPC's tracked face is for HTTP/SSE).
-        const live = result instanceof TrackedLiveStream ? result.subscription : undefined;
-        if (abort.signal.aborted || client.readyState !== OPEN) {
-          // Never served: closed here (any kind of live stream), so what watches it lets go.
-          liveStreamOf(result)?.close();
-          return stopped();
-        }
-        if (live) {
-          stopSubscription = () => {
-            live.close();
-            stopped();
-          };
-          let backlogSince = 0;
-          // Made at the first event: an idle subscription keeps no bytes for it.
-          let frameHead: Buffer | undefined;
-          const tooFarBehind = () => {
-            const buffered = client.bufferedAmount;
-            if (buffered <= MAX_BUFFERED_BYTES) {
-              backlogSince = 0;
-              return false;
-            }
-            const now = Date.now();
-            backlogSince ||= now;
-            return buffered > HARD_MAX_BUFFERED_BYTES || now - backlogSince > SLOW_GRACE_MS;
-          };
-          let started = false;
-          const start = () => {
-            if (started) return;
-            started = true;
-            respond({ id, jsonrpc, result: { type: "started" } });
-          };
-          live.attach({
-            // "started" once the subscription listens, so that a client may rely on it.
-            ready: start,
-            event(position, event) {
-              if (client.readyState !== OPEN) return;
-              if (tooFarBehind()) {
-                live.close();
-                close(CLOSE_CODES.tryAgainLater, "too slow: resume with lastEventId");
-                return;
-              }
-              frameHead ??= Buffer.from(trackedEventFrameHead(id, jsonrpc));
-              const tail = frameTailOf(position, event);
-              sendCoalesced(client, Buffer.concat([frameHead, tail], frameHead.length + tail.length));
-              options.onEventDelivered?.();
-            },
-            end: stopped,
-            // As tRPC's adapter answers a stream that fails: "started" (it sends that before
-            // iterating, so even when the set-up fails), the error, then "stopped".
-            fail(error) {
-              subscriptions.delete(id);
-              start();
-              respondError({ id, jsonrpc }, toTRPCError(error), call);
-              respond({ id, jsonrpc, result: { type: "stopped" } });
-            },
-          });
-          return;
-        }
-        if (!result || typeof result !== "object" || !(Symbol.asyncIterator in result))
-          throw new TRPCError({
-            code: "INTERNAL_SERVER_ERROR",
-            message: "Subscription did not return an async iterable",
-          });
-        respond({ id, jsonrpc, result: { type: "started" } });
-        try {
-          await iterate(result as AsyncIterable<unknown>, { id, jsonrpc }, abort.signal);
-        } catch (cause) {
-          // As tRPC's adapter answers a stream that fails while it runs: the error, then "stopped".
-          respondError({ id, jsonrpc }, cause, call, ctx);
-        }
-        stopped();
-      } catch (cause) {
-        // A subscription stopped during its set-up ends quietly, as with tRPC's own adapter.
-        if (type === "subscription" && abort.signal.aborted) return stopped();
-        subscriptions.delete(id);
-        respondError({ id, jsonrpc }, cause, call, ctx);
-      }
-    }
-
-    /** A subscription that is not a LiveSubscription: iterate it, one frame per value. */
-    async function iterate(
-      result: AsyncIterable<unknown>,
-      request: { id: RequestId; jsonrpc?: "2.0" | undefined },
-      signal: AbortSignal,
-    ) {
-      const iterator = result[Symbol.asyncIterator]();
-      // A fresh abort promise per value: racing every value against one promise that stays
-      // pending for the subscription's life would keep each value reachable from it (a long-lived
-      // subscription's memory would grow with every event).
-      let abortWaiting: ((value: "aborted") => void) | undefined;
-      const onAbort = () => abortWaiting?.("aborted");
-      signal.addEventListener("abort", onAbort, { once: true });
-      try {
-        for (;;) {
-          if (signal.aborted) return;
-          const aborted = new Promise<"aborted">((resolve) => (abortWaiting = resolve));
-          const next = await Promise.race([iterator.next(), aborted]);
-          abortWaiting = undefined;
-          if (next === "aborted" || next.done) return;
-          const value: unknown = next.value;
-          respond({
-            ...request,
-            result: isTrackedEnvelope(value)
-              ? { type: "data", id: value[0], data: { id: value[0], data: value[1] } }
-              : { type: "data", data: value },
-          });
-          options.onEventDelivered?.();
-        }
-      } finally {
-        signal.removeEventListener("abort", onAbort);
-        await iterator.return?.();
-      }
-    }
-
-    /** One frame from the client; never throws. */
-    function receive(raw: Buffer, isBinary: boolean) {
-      const text = isBinary ? undefined : raw.toString();
-      if (text === PING || text === PONG) {
-        if (text === PING) client.send(PONG);
-        return;
-      }
-      if (!established) {
-        clearTimeout(paramsTimer);
-        establish(() => {
-          if (text === undefined)
-            throw new TRPCError({ code: "PARSE_ERROR", message: "Malformed TRPCConnectionParamsMessage" });
-          return connectionParamsOf(text);
-        });
-        return;
-      }
-      // An input may nest MAX_JSON_DEPTH deep, as over HTTP; the request around it (`{"params":
-      // {"input": …}}`) and a batch's array do not count. Deeper is answered as malformed JSON is.
-      if (text !== undefined && jsonNestsDeeperThan(text, MAX_JSON_DEPTH + 2 + (startsWithJsonArray(text) ? 1 : 0))) {
-        respondError({ id: null }, new TRPCError({ code: "PARSE_ERROR", message: JSON_TOO_DEEP_MESSAGE }), NO_CALL);
-        return;
-      }
-      let decoded: unknown;
-      try {
-        // tRPC's own decoder, so that a binary frame is refused in tRPC's words.
-        decoded = jsonEncoder.decode(text ?? raw);
-      } catch (cause) {
-        respondError({ id: null }, new TRPCError({ code: "PARSE_ERROR", cause }), NO_CALL);
-        return;
-      }
-      const messages = Array.isArray(decoded) ? decoded : [decoded];
-      if (Array.isArray(decoded) && decoded.length > MAX_BATCH) {
-        refuseBatch(decoded);
-        return;
-      }
-      let parsed: TRPCClientOutgoingMessage[];
-      try {
-        parsed = messages.map((message) => parseTRPCMessage(message, config.transformer) as TRPCClientOutgoingMessage);
-      } catch (cause) {
-        respondError({ id: null }, new TRPCError({ code: "PARSE_ERROR", cause }), NO_CALL);
-        return;
-      }
-      parsed.forEach((message, index) => {
-        handle(message, index).catch((cause: unknown) => reportError(getTRPCErrorFromUnknown(cause), undefined));
+        },
       });
     }
+    this.client.send(frame);
+  }
 
-    /** A batch above the limit: every request in it is refused before any input is parsed. */
-    function refuseBatch(batch: unknown[]) {
-      const error = new TRPCError({ code: "BAD_REQUEST", message: "Batch call exceeds maximum size" });
-      let answered = false;
-      for (const raw of batch) {
-        const request = raw as { id?: unknown; method?: unknown; jsonrpc?: unknown } | null;
-        if (!request || typeof request !== "object" || request.method === "subscription.stop") continue;
-        if (typeof request.id !== "number" && typeof request.id !== "string") continue;
-        respondError({ id: request.id, jsonrpc: request.jsonrpc === "2.0" ? "2.0" : undefined }, error, NO_CALL);
-        answered = true;
+  /** Answers with the error shape; `ctx` is the request's own context when it got that far (none is kept). */
+  respondError(
+    request: { id: RequestId | null; jsonrpc?: "2.0" | undefined },
+    cause: unknown,
+    call: Call,
+    ctx?: unknown,
+  ): void {
+    const error = getTRPCErrorFromUnknown(cause);
+    this.host.reportError(error, call.path);
+    let shape;
+    try {
+      shape = getTRPCErrorShape({ config: this.host.config, error, ctx, ...call });
+    } catch (formatError) {
+      this.host.reportError(getTRPCErrorFromUnknown(formatError), call.path);
+      shape = {
+        code: -32603,
+        message: "Internal server error",
+        data: { code: "INTERNAL_SERVER_ERROR", httpStatus: 500 },
+      };
+    }
+    this.respond({ id: request.id, jsonrpc: request.jsonrpc, error: shape } as TRPCResponseMessage);
+  }
+
+  /** Signs the connection in with its params, and starts watching its credential. */
+  private establish(params: () => Record<string, string | undefined> | null): void {
+    this.established = this.signIn(params).catch((cause: unknown) => {
+      const error = getTRPCErrorFromUnknown(cause);
+      this.respondError({ id: null }, error, NO_CALL);
+      setImmediate(() => this.client.close());
+      return { ok: false as const, error };
+    });
+  }
+
+  private async signIn(params: () => Record<string, string | undefined> | null): Promise<{ ok: true }> {
+    this.connectionParams = params();
+    const stop = await this.host.options.signIn?.(this.req, this.connectionParams, (code, reason) =>
+      this.close(code, reason),
+    );
+    if (this.client.readyState === OPEN) this.stopWatching = stop;
+    else stop?.();
+    return { ok: true as const };
+  }
+
+  private async handle(message: TRPCClientOutgoingMessage, batchIndex: number): Promise<void> {
+    const { id, jsonrpc } = message;
+    if (id === null) {
+      this.respondError({ id, jsonrpc }, new TRPCError({ code: "PARSE_ERROR", message: "`id` is required" }), NO_CALL);
+      return;
+    }
+    if (message.method === "subscription.stop") {
+      this.subscriptions.get(id)?.stop();
+      return;
+    }
+    const type = message.method;
+    const { path, lastEventId } = message.params;
+    let input: unknown = message.params.input;
+    if (lastEventId !== undefined)
+      input =
+        input && typeof input === "object" && !Array.isArray(input)
+          ? { ...input, lastEventId }
+          : (input ?? { lastEventId });
+    const call = { type, path, input };
+    const request: Request = { id, jsonrpc };
+    if (type === "subscription") {
+      if (this.subscriptions.has(id)) {
+        this.respondError(request, new TRPCError({ code: "BAD_REQUEST", message: `Duplicate id ${id}` }), call);
+        return;
       }
-      if (!answered) respondError({ id: null }, error, NO_CALL);
+      if (this.subscriptions.size >= MAX_SUBSCRIPTIONS) {
+        const tooMany = new TRPCError({
+          code: "TOO_MANY_REQUESTS",
+          message: `At most ${MAX_SUBSCRIPTIONS} subscriptions may be open on one connection.`,
+        });
+        this.respondError(request, tooMany, call);
+        return;
+      }
     }
 
-    client.on("message", (raw: Buffer, isBinary: boolean) => {
-      const work = () => {
-        try {
-          receive(raw, isBinary);
-        } catch (cause) {
-          reportError(getTRPCErrorFromUnknown(cause), undefined);
-        }
-      };
-      if (options.inRequestScope) options.inRequestScope(req, work);
-      else work();
-    });
+    // A subscription is registered before it starts, so a stop or a close during set-up ends it.
+    const subscription = type === "subscription" ? new SocketSubscription(this, request, call) : undefined;
+    if (subscription) this.subscriptions.set(id, subscription);
+    const signal = subscription?.abort.signal;
+    let ctx: unknown;
+    try {
+      const connection = await this.established!;
+      if (!connection.ok) throw connection.error;
+      if (signal?.aborted) return subscription?.stopped();
+      // Each request is authorized with the credential's current state, as over HTTP.
+      ctx = await this.host.options.createContext(this.req, this.connectionParams);
+      if (signal?.aborted) return subscription?.stopped();
+      const result = await callTRPCProcedure({
+        router: this.host.router,
+        path,
+        getRawInput: async () => input,
+        ctx,
+        type,
+        signal,
+        batchIndex,
+      });
+      if (!subscription) {
+        this.respond({ id, jsonrpc, result: { type: "data", data: result } });
+        return;
+      }
+      // A live subscription is served from its sink, not iterated (tRPC's tracked face is for HTTP/SSE).
+      const live = result instanceof TrackedLiveStream ? result.subscription : undefined;
+      if (subscription.abort.signal.aborted || this.client.readyState !== OPEN) {
+        // Never served: closed here (any kind of live stream), so what watches it lets go.
+        liveStreamOf(result)?.close();
+        return subscription?.stopped();
+      }
+      if (live) {
+        subscription.serve(live);
+        return;
+      }
+      if (!result || typeof result !== "object" || !(Symbol.asyncIterator in result))
+        throw new TRPCError({
+          code: "INTERNAL_SERVER_ERROR",
+          message: "Subscription did not return an async iterable",
+        });
+      this.respond({ id, jsonrpc, result: { type: "started" } });
+      try {
+        await this.iterate(result as AsyncIterable<unknown>, request, subscription.abort.signal);
+      } catch (cause) {
+        // As tRPC's adapter answers a stream that fails while it runs: the error, then "stopped".
+        this.respondError(request, cause, call, ctx);
+      }
+      subscription.stopped();
+    } catch (cause) {
+      // A subscription stopped during its set-up ends quietly, as with tRPC's own adapter.
+      if (signal?.aborted) return subscription?.stopped();
+      this.subscriptions.delete(id);
+      this.respondError(request, cause, call, ctx);
+    }
+  }
 
-    client.once("close", () => {
-      clearTimeout(paramsTimer);
-      stopWatching?.();
-      for (const subscription of subscriptions.values()) subscription.stop();
-      subscriptions.clear();
-      openSubscriptions.delete(subscriptions);
+  /** A subscription that is not a LiveSubscription: iterate it, one frame per value. */
+  private async iterate(result: AsyncIterable<unknown>, request: Request, signal: AbortSignal): Promise<void> {
+    const iterator = result[Symbol.asyncIterator]();
+    // A fresh abort promise per value: racing every value against one promise that stays
+    // pending for the subscription's life would keep each value reachable from it (a long-lived
+    // subscription's memory would grow with every event).
+    let abortWaiting: ((value: "aborted") => void) | undefined;
+    const onAbort = () => abortWaiting?.("aborted");
+    signal.addEventListener("abort", onAbort, { once: true });
+    try {
+      for (;;) {
+        if (signal.aborted) return;
+        const aborted = new Promise<"aborted">((resolve) => (abortWaiting = resolve));
+        const next = await Promise.race([iterator.next(), aborted]);
+        abortWaiting = undefined;
+        if (next === "aborted" || next.done) return;
+        const value: unknown = next.value;
+        this.respond({
+          ...request,
+          result: isTrackedEnvelope(value)
+            ? { type: "data", id: value[0], data: { id: value[0], data: value[1] } }
+            : { type: "data", data: value },
+        });
+        this.host.options.onEventDelivered?.();
+      }
+    } finally {
+      signal.removeEventListener("abort", onAbort);
+      await iterator.return?.();
+    }
+  }
+
+  /** One frame from the client; never throws. */
+  private receiveSafely(raw: Buffer, isBinary: boolean): void {
+    try {
+      this.receive(raw, isBinary);
+    } catch (cause) {
+      this.host.reportError(getTRPCErrorFromUnknown(cause), undefined);
+    }
+  }
+
+  private receive(raw: Buffer, isBinary: boolean): void {
+    const text = isBinary ? undefined : raw.toString();
+    if (text === PING || text === PONG) {
+      if (text === PING) this.client.send(PONG);
+      return;
+    }
+    if (!this.established) {
+      clearTimeout(this.paramsTimer);
+      this.paramsTimer = undefined;
+      this.establish(() => {
+        if (text === undefined)
+          throw new TRPCError({ code: "PARSE_ERROR", message: "Malformed TRPCConnectionParamsMessage" });
+        return connectionParamsOf(text);
+      });
+      return;
+    }
+    // An input may nest MAX_JSON_DEPTH deep, as over HTTP; the request around it (`{"params":
+    // {"input": …}}`) and a batch's array do not count. Deeper is answered as malformed JSON is.
+    if (text !== undefined && jsonNestsDeeperThan(text, MAX_JSON_DEPTH + 2 + (startsWithJsonArray(text) ? 1 : 0))) {
+      this.respondError({ id: null }, new TRPCError({ code: "PARSE_ERROR", message: JSON_TOO_DEEP_MESSAGE }), NO_CALL);
+      return;
+    }
+    let decoded: unknown;
+    try {
+      // tRPC's own decoder, so that a binary frame is refused in tRPC's words.
+      decoded = jsonEncoder.decode(text ?? raw);
+    } catch (cause) {
+      this.respondError({ id: null }, new TRPCError({ code: "PARSE_ERROR", cause }), NO_CALL);
+      return;
+    }
+    const messages = Array.isArray(decoded) ? decoded : [decoded];
+    if (Array.isArray(decoded) && decoded.length > MAX_BATCH) {
+      this.refuseBatch(decoded);
+      return;
+    }
+    let parsed: TRPCClientOutgoingMessage[];
+    try {
+      parsed = messages.map(
+        (message) => parseTRPCMessage(message, this.host.config.transformer) as TRPCClientOutgoingMessage,
+      );
+    } catch (cause) {
+      this.respondError({ id: null }, new TRPCError({ code: "PARSE_ERROR", cause }), NO_CALL);
+      return;
+    }
+    parsed.forEach((message, index) => {
+      this.handle(message, index).catch((cause: unknown) =>
+        this.host.reportError(getTRPCErrorFromUnknown(cause), undefined),
+      );
     });
-  });
+  }
+
+  /** A batch above the limit: every request in it is refused before any input is parsed. */
+  private refuseBatch(batch: unknown[]): void {
+    const error = new TRPCError({ code: "BAD_REQUEST", message: "Batch call exceeds maximum size" });
+    let answered = false;
+    for (const raw of batch) {
+      const request = raw as { id?: unknown; method?: unknown; jsonrpc?: unknown } | null;
+      if (!request || typeof request !== "object" || request.method === "subscription.stop") continue;
+      if (typeof request.id !== "number" && typeof request.id !== "string") continue;
+      this.respondError({ id: request.id, jsonrpc: request.jsonrpc === "2.0" ? "2.0" : undefined }, error, NO_CALL);
+      answered = true;
+    }
+    if (!answered) this.respondError({ id: null }, error, NO_CALL);
+  }
+
+  private closed(): void {
+    clearTimeout(this.paramsTimer);
+    this.stopWatching?.();
+    for (const subscription of this.subscriptions.values()) subscription.stop();
+    this.subscriptions.clear();
+    this.host.connections.delete(this);
+  }
+}
+
+export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: Options<TRouter>) {
+  const host: Host = {
+    options: options as unknown as Options<AnyTRPCRouter>,
+    router: options.router,
+    config: options.router._def._config,
+    reportError(error, path) {
+      try {
+        options.onError?.(error, path);
+      } catch {
+        // A failing error report must not take the connection (or the process) with it.
+      }
+    },
+    connections: new Set(),
+  };
+
+  // A server-level failure: reported, never thrown into the process. (A bad handshake is
+  // answered 400 by `ws` itself.)
+  options.wss.on("error", (cause) => host.reportError(getTRPCErrorFromUnknown(cause), undefined));
+
+  options.wss.on("connection", (client: WebSocket, req: IncomingMessage) => void new Connection(host, client, req));
 
   return {
     /** Subscriptions open on all connections. */
     subscriptionCount(): number {
       let count = 0;
-      for (const subscriptions of openSubscriptions) count += subscriptions.size;
+      for (const connection of host.connections) count += connection.subscriptions.size;
       return count;
     },
     /** Asks every client to reconnect (before a shutdown); tRPC clients resume their subscriptions. */

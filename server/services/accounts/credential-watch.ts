@@ -54,6 +54,25 @@ type Holder = { credential: Credential; onRevoked: () => void; expiry?: NodeJS.T
 /** setTimeout's longest delay; a later expiry is re-armed when it fires. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
+/** A live connection's hold on a remembered sign-in, let go once by `release` (an object, not a closure, per connection). */
+class HeldSignIn implements ConnectionSignIn {
+  private open = true;
+  constructor(
+    private readonly entry: Remembered,
+    private readonly letGo: (entry: Remembered) => void,
+  ) {}
+
+  get credential(): Credential {
+    return this.entry.credential;
+  }
+
+  release(): void {
+    if (!this.open) return;
+    this.open = false;
+    this.letGo(this.entry);
+  }
+}
+
 export class CredentialWatch {
   private readonly holders = new Set<Holder>();
   private readonly cleanups: (() => void)[] = [];
@@ -118,7 +137,7 @@ export class CredentialWatch {
     if (this.signIns.size >= MAX_SIGN_INS) return signIn;
     const expiresAt = signIn.token.expiresAt?.getTime() ?? Number.POSITIVE_INFINITY;
     this.signIns.set(hash, { signIn, until: Math.min(now + SIGN_IN_MEMORY_MS, expiresAt) });
-    this.pruneTimer ??= setInterval(() => this.forgetOld(), RECONNECT_MS).unref();
+    this.sweepLater();
     return signIn;
   }
 
@@ -148,18 +167,21 @@ export class CredentialWatch {
       if (this.deps.events.isListening() && generation === this.generation) this.remembered.set(hash, entry);
     }
     entry.holders++;
-    const held = entry;
-    let open = true;
-    return {
-      credential: held.credential,
-      release: () => {
-        if (!open) return;
-        open = false;
-        if (--held.holders > 0) return;
-        held.until = this.deps.clock.now().getTime() + RECONNECT_MS;
-        this.pruneTimer ??= setInterval(() => this.forgetOld(), RECONNECT_MS).unref();
-      },
-    };
+    return new HeldSignIn(entry, this.letGoOfEntry);
+  }
+
+  /** `letGo`, made once for every HeldSignIn. */
+  private readonly letGoOfEntry = (entry: Remembered) => this.letGo(entry);
+
+  /** A connection that held `entry` closed: the last one's sign-in is remembered for RECONNECT_MS. */
+  private letGo(entry: Remembered): void {
+    if (--entry.holders > 0) return;
+    entry.until = this.deps.clock.now().getTime() + RECONNECT_MS;
+    this.sweepLater();
+  }
+
+  private sweepLater(): void {
+    this.pruneTimer ??= setInterval(() => this.forgetOld(), RECONNECT_MS).unref();
   }
 
   /** Forgets what is no longer held or remembered; the timer stops once nothing waits. */
