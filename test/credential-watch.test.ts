@@ -23,8 +23,11 @@ class DroppableBus implements EventBus {
   publishAll(messages: readonly BusMessage[]) {
     return this.inner.publishAll(messages);
   }
-  subscribe(topic: string, listener: Listener): Promise<() => void> {
+  subscribe(topic: string, listener: Listener): Promise<void> {
     return this.inner.subscribe(topic, listener);
+  }
+  unsubscribe(topic: string, listener: Listener): void {
+    this.inner.unsubscribe(topic, listener);
   }
   close(): Promise<void> {
     return this.inner.close();

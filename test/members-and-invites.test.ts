@@ -146,9 +146,12 @@ async function channelMemberIds(api: RestClient, workspaceId: string, channelId:
 /** Collects the events published on a workspace's stream. */
 async function recordEvents(server: TestServer, workspaceId: string) {
   const events: WorkspaceEvent[] = [];
-  const unsubscribe = await server.app.deps.events.subscribe(`workspace:${workspaceId}`, (message) => {
+  const topic = `workspace:${workspaceId}`;
+  const listener = (message: unknown) => {
     events.push((message as { event: WorkspaceEvent }).event);
-  });
+  };
+  await server.app.deps.events.subscribe(topic, listener);
+  const unsubscribe = () => server.app.deps.events.unsubscribe(topic, listener);
   return {
     events,
     unsubscribe,

@@ -48,11 +48,10 @@ class RecordingBus extends InProcessEventBus {
     return super.publishAll(messages);
   }
 
-  override async subscribe(topic: string, listener: Listener): Promise<() => void> {
-    const unsubscribe = await super.subscribe(topic, listener);
+  override async subscribe(topic: string, listener: Listener): Promise<void> {
+    await super.subscribe(topic, listener);
     // A post on another process wakes the new publisher right as it starts listening.
     if (topic === "relay") listener({});
-    return unsubscribe;
   }
 }
 

@@ -675,17 +675,18 @@ describe("a flood of subscriptions on one connection", () => {
     let busListeners = 0;
     let credentialHolds = 0;
     const subscribe = deps.events.subscribe;
+    const unsubscribe = deps.events.unsubscribe;
     const track = deps.credentials.track;
+    const userListeners = new Set<unknown>();
     deps.events.subscribe = async function (this: typeof deps.events, topic, listener) {
-      const unsubscribe = await subscribe.call(this, topic, listener);
-      if (topic !== userTopic) return unsubscribe;
+      await subscribe.call(this, topic, listener);
+      if (topic !== userTopic || userListeners.has(listener)) return;
+      userListeners.add(listener);
       busListeners++;
-      let released = false;
-      return () => {
-        if (!released) busListeners--;
-        released = true;
-        unsubscribe();
-      };
+    };
+    deps.events.unsubscribe = function (this: typeof deps.events, topic, listener) {
+      unsubscribe.call(this, topic, listener);
+      if (topic === userTopic && userListeners.delete(listener)) busListeners--;
     };
     deps.credentials.track = function (this: typeof deps.credentials, credential, onRevoked) {
       const release = track.call(this, credential, onRevoked);
@@ -755,6 +756,7 @@ describe("a flood of subscriptions on one connection", () => {
       );
     } finally {
       deps.events.subscribe = subscribe;
+      deps.events.unsubscribe = unsubscribe;
       deps.credentials.track = track;
     }
     await expectServing(user);

@@ -138,9 +138,12 @@ type WorkspaceEvent = { id: string; type: string; workspace_id: string; created_
 /** Records the events of a workspace's stream from now on. */
 async function recordEvents(workspaceId: string) {
   const events: WorkspaceEvent[] = [];
-  const unsubscribe = await ctx.server.app.deps.events.subscribe(`workspace:${workspaceId}`, (message) => {
+  const topic = `workspace:${workspaceId}`;
+  const listener = (message: unknown) => {
     events.push((message as { event: WorkspaceEvent }).event);
-  });
+  };
+  await ctx.server.app.deps.events.subscribe(topic, listener);
+  const unsubscribe = () => ctx.server.app.deps.events.unsubscribe(topic, listener);
   return {
     events,
     unsubscribe,

@@ -27,8 +27,14 @@ export interface EventBus {
    * other processes did not get it.
    */
   publishAll(messages: readonly BusMessage[]): Promise<PromiseSettledResult<void>[]>;
-  /** Resolves once messages published from now on reach the listener; returns a function that removes it. */
-  subscribe(topic: string, listener: Listener): Promise<() => void>;
+  /** Resolves once messages published from now on reach the listener. */
+  subscribe(topic: string, listener: Listener): Promise<void>;
+  /**
+   * Removes a listener `subscribe` added (the same function). A method rather than a function
+   * handed back per subscription: a live subscription follows several topics for as long as
+   * its connection is open, and each closure would be kept that long.
+   */
+  unsubscribe(topic: string, listener: Listener): void;
   /**
    * Called after the bus (re)connected and listens: messages published while it was away never
    * arrived, so whoever depends on them catches up from the store.
@@ -57,9 +63,12 @@ export class InProcessEventBus implements EventBus {
     return messages.map(() => ({ status: "fulfilled", value: undefined }));
   }
 
-  async subscribe(topic: string, listener: Listener): Promise<() => void> {
+  async subscribe(topic: string, listener: Listener): Promise<void> {
     this.emitter.on(topic, listener);
-    return () => this.emitter.off(topic, listener);
+  }
+
+  unsubscribe(topic: string, listener: Listener): void {
+    this.emitter.off(topic, listener);
   }
 
   onResubscribed(): () => void {
@@ -203,7 +212,7 @@ export class RedisEventBus implements EventBus {
     }
   }
 
-  async subscribe(topic: string, listener: Listener): Promise<() => void> {
+  async subscribe(topic: string, listener: Listener): Promise<void> {
     let set = this.listeners.get(topic);
     if (!set) {
       set = new Set();
@@ -217,20 +226,20 @@ export class RedisEventBus implements EventBus {
       }
     }
     set.add(listener);
-    const unsubscribe = () => {
-      const current = this.listeners.get(topic);
-      if (!current?.delete(listener) || current.size > 0) return;
-      this.listeners.delete(topic);
-      this.subscribed.delete(topic);
-      this.waitingTopics.delete(topic);
-      if (this.subscriber.status === "ready")
-        void this.subscriber.unsubscribe(this.channelPrefix + topic).catch(() => {});
-    };
     // Never wait on Redis for long: a subscription not confirmed in time is completed by the
     // reconnection (the ready handler above), whose catch-up delivers what was published meanwhile.
     const confirmed = this.subscribed.get(topic);
     if (confirmed) await within(confirmed, SUBSCRIBE_WAIT_MS, "Redis SUBSCRIBE").catch(() => {});
-    return unsubscribe;
+  }
+
+  unsubscribe(topic: string, listener: Listener): void {
+    const current = this.listeners.get(topic);
+    if (!current?.delete(listener) || current.size > 0) return;
+    this.listeners.delete(topic);
+    this.subscribed.delete(topic);
+    this.waitingTopics.delete(topic);
+    if (this.subscriber.status === "ready")
+      void this.subscriber.unsubscribe(this.channelPrefix + topic).catch(() => {});
   }
 
   onResubscribed(listener: () => void): () => void {

@@ -44,9 +44,48 @@ type Options = {
   viewerId: number;
   signal?: AbortSignal | undefined;
   /** Called for every stored event above the position, live or replayed, before it is delivered. */
-  watch?: (event: StreamEvent, followed: ReadonlyMap<string, unknown>) => WatchDecision | Promise<WatchDecision>;
+  watch?: (event: StreamEvent, followed: readonly string[]) => WatchDecision | Promise<WatchDecision>;
   view?: EventView;
 };
+
+/** Nothing pending: where a subscription's steps start again once the last one ran. */
+const NO_STEP: Promise<void> = Promise.resolve();
+
+/**
+ * The live subscriptions of one bus, told of its connection's state by one pair of listeners
+ * for all of them (rather than two listeners, and two functions to remove them, per
+ * subscription, kept while it is open).
+ */
+class BusWatchers {
+  private readonly subscriptions = new Set<LiveSubscription>();
+
+  constructor(bus: EventBus) {
+    bus.onDisconnected(() => {
+      for (const subscription of this.subscriptions) subscription.busDisconnected();
+    });
+    bus.onResubscribed(() => {
+      for (const subscription of this.subscriptions) subscription.busResubscribed();
+    });
+  }
+
+  add(subscription: LiveSubscription): void {
+    this.subscriptions.add(subscription);
+  }
+
+  delete(subscription: LiveSubscription): void {
+    this.subscriptions.delete(subscription);
+  }
+}
+
+const watchersByBus = new WeakMap<EventBus, BusWatchers>();
+function watchersOf(bus: EventBus): BusWatchers {
+  let watchers = watchersByBus.get(bus);
+  if (!watchers) {
+    watchers = new BusWatchers(bus);
+    watchersByBus.set(bus, watchers);
+  }
+  return watchers;
+}
 
 /**
  * Live events are delivered synchronously from the bus's callback to a sink (`attach`): the
@@ -62,20 +101,25 @@ export class LiveSubscription {
   /** Events that arrived while an async step was running. */
   private queue: BusEvent[] = [];
   /** Async steps run one after another; live events queue while any is pending. */
-  private steps: Promise<void> = Promise.resolve();
+  private steps: Promise<void> = NO_STEP;
   private pendingSteps = 0;
   /** Every stored event at or below it was delivered (or was not for this subscriber). */
   private position = 0;
-  /** The topics followed, each with the function that stops following it. */
-  private readonly unsubscribers = new Map<string, () => void>();
+  /** The topics followed (a few: an array costs a tenth of a Set's table, and is kept while the subscription is open). */
+  private topics: string[] = [];
   private readonly cleanups: (() => void)[] = [];
   /**
    * What the bus calls. Made in the constructor: under tsx (esbuild's keepNames) a class field's
    * arrow gets its name defined on it, a property store of its own per subscription.
    */
   private readonly listener: (message: unknown) => void;
+  private readonly options: Omit<Options, "topics" | "lastEventId">;
+  /** What the start needs, let go of once it ran. */
+  private opening: Pick<Options, "topics" | "lastEventId"> | undefined;
 
-  constructor(private readonly options: Options) {
+  constructor({ topics, lastEventId, ...options }: Options) {
+    this.options = options;
+    this.opening = { topics, lastEventId };
     this.listener = (message) => this.receive(message as BusEvent);
   }
 
@@ -90,19 +134,29 @@ export class LiveSubscription {
     if (this.sink) throw new Error("LiveSubscription.attach: already attached");
     this.sink = sink;
     if (this.options.signal?.aborted) return this.close();
-    this.options.signal?.addEventListener("abort", () => this.close(), { once: true });
+    // The subscription itself is the abort listener (`handleEvent`): no function kept per subscription.
+    this.options.signal?.addEventListener("abort", this, { once: true });
     const { bus } = this.options;
-    this.cleanups.push(
-      bus.onDisconnected(() => this.holdUntilResubscribed()),
-      bus.onResubscribed(() => {
-        // Catch up first, then let the held live events through, merged with what was missed.
-        this.run(() => this.catchUp());
-        this.releaseHold?.();
-      }),
-    );
+    watchersOf(bus).add(this);
     this.run(() => this.start());
     // Started (and told the client so) even while Redis is away; live events wait for it.
     if (!bus.isListening()) this.holdUntilResubscribed();
+  }
+
+  /** The abort signal fired (the door's client went away). */
+  handleEvent(): void {
+    this.close();
+  }
+
+  /** The bus lost its connection (BusWatchers). */
+  busDisconnected(): void {
+    this.holdUntilResubscribed();
+  }
+
+  /** The bus listens again (BusWatchers): catch up first, then let the held live events through, merged with what was missed. */
+  busResubscribed(): void {
+    this.run(() => this.catchUp());
+    this.releaseHold?.();
   }
 
   /** Ends the subscription with an error (e.g. its credential was revoked); the sink's door maps it for the client. */
@@ -123,14 +177,19 @@ export class LiveSubscription {
     this.closed = true;
     this.queue = [];
     this.releaseHold?.();
-    for (const unsubscribe of this.unsubscribers.values()) unsubscribe();
-    this.unsubscribers.clear();
+    const { bus, signal } = this.options;
+    watchersOf(bus).delete(this);
+    signal?.removeEventListener("abort", this);
+    for (const topic of this.topics) bus.unsubscribe(topic, this.listener);
+    this.topics = [];
     for (const cleanup of this.cleanups.splice(0)) cleanup();
   }
 
   private async start(): Promise<void> {
-    const { db, lastEventId } = this.options;
-    await this.setTopics(this.options.topics);
+    const { db } = this.options;
+    const { topics, lastEventId } = this.opening!;
+    this.opening = undefined;
+    await this.setTopics(topics);
     const { newest, oldestKept } = await positionBounds(db);
     if (lastEventId === null || lastEventId === undefined) {
       this.position = newest;
@@ -142,7 +201,7 @@ export class LiveSubscription {
     }
     if (!this.closed) this.sink!.ready?.();
     if (lastEventId !== null && lastEventId !== undefined)
-      this.queue = mergeByPosition(await this.missed([...this.unsubscribers.keys()]), this.queue);
+      this.queue = mergeByPosition(await this.missed([...this.topics]), this.queue);
   }
 
   /** Ends the hold of `holdUntilResubscribed`. */
@@ -166,7 +225,7 @@ export class LiveSubscription {
 
   /** The bus listened again after losing its connection: what was published meanwhile comes from the store. */
   private async catchUp(): Promise<void> {
-    this.queue = mergeByPosition(await this.missed([...this.unsubscribers.keys()]), this.queue);
+    this.queue = mergeByPosition(await this.missed([...this.topics]), this.queue);
   }
 
   /** The stored events of `topics` after the position, or a resync error when there are too many. */
@@ -185,12 +244,19 @@ export class LiveSubscription {
         () => {
           this.pendingSteps--;
           while (this.pendingSteps === 0 && !this.closed && this.queue.length > 0) this.process(this.queue.shift()!);
+          this.settleSteps();
         },
         (error: unknown) => {
           this.pendingSteps--;
           this.fail(error);
+          this.settleSteps();
         },
       );
+  }
+
+  /** Once no step is pending, the chain of steps run is let go (an idle subscription keeps none of it). */
+  private settleSteps(): void {
+    if (this.pendingSteps === 0) this.steps = NO_STEP;
   }
 
   private process(message: BusEvent): void {
@@ -201,7 +267,7 @@ export class LiveSubscription {
       this.position = position;
       this.options.view?.observe(event);
     }
-    const decision = event.id === "" ? undefined : this.options.watch?.(event, this.unsubscribers);
+    const decision = event.id === "" ? undefined : this.options.watch?.(event, this.topics);
     if (decision instanceof Promise) this.run(async () => this.decideLater(message, await decision));
     else if (Array.isArray(decision)) this.run(() => this.changeTopics(message, decision));
     else {
@@ -249,7 +315,7 @@ export class LiveSubscription {
    */
   private admits({ audience }: BusEvent): boolean {
     if (!audience) return true;
-    return audience.user_id === this.options.viewerId || this.unsubscribers.has(streams.channel(audience.channel_id));
+    return audience.user_id === this.options.viewerId || this.topics.includes(streams.channel(audience.channel_id));
   }
 
   private deliver(message: BusEvent): void {
@@ -261,22 +327,17 @@ export class LiveSubscription {
 
   /** Subscribes to the new topics, drops the old ones; returns the topics gained. */
   private async setTopics(topics: string[]): Promise<string[]> {
-    for (const [topic, unsubscribe] of this.unsubscribers) {
-      if (!topics.includes(topic)) {
-        unsubscribe();
-        this.unsubscribers.delete(topic);
-      }
-    }
-    const added: string[] = [];
-    for (const topic of topics) {
+    const { bus } = this.options;
+    for (const topic of this.topics) if (!topics.includes(topic)) bus.unsubscribe(topic, this.listener);
+    const added = [...new Set(topics)].filter((topic) => !this.topics.includes(topic));
+    // One array of the new set's size (a close meanwhile lets go of each, subscribed yet or not).
+    this.topics = [...this.topics.filter((topic) => topics.includes(topic)), ...added];
+    for (const topic of added) {
       if (this.closed) break;
-      if (!this.unsubscribers.has(topic)) {
-        this.unsubscribers.set(topic, await this.options.bus.subscribe(topic, this.listener));
-        added.push(topic);
-      }
+      await bus.subscribe(topic, this.listener);
     }
     // Closed while subscribing: let go of what was just taken.
-    if (this.closed) for (const unsubscribe of this.unsubscribers.values()) unsubscribe();
+    if (this.closed) for (const topic of this.topics) bus.unsubscribe(topic, this.listener);
     return added;
   }
 }

@@ -232,7 +232,8 @@ export class EventRelay {
       if (this.closed) return await this.stepDown();
       this.leading = true;
       this.lastPositioned = undefined;
-      const unsubscribe = await this.deps.events.subscribe(RELAY_WAKE_TOPIC, () => this.runs.request());
+      const wake = () => this.runs.request();
+      await this.deps.events.subscribe(RELAY_WAKE_TOPIC, wake);
       const unlisten = await this.deps.database
         .listen(RELAY_NOTIFY_CHANNEL, () => this.runs.request())
         .catch((error: unknown) => {
@@ -243,7 +244,7 @@ export class EventRelay {
           return async () => {};
         });
       this.unsubscribeWake = () => {
-        unsubscribe();
+        this.deps.events.unsubscribe(RELAY_WAKE_TOPIC, wake);
         void unlisten().catch(() => {});
       };
       this.deps.logger.debug("event relay: this process publishes live events");

@@ -87,16 +87,19 @@ export class CredentialWatch {
   constructor(private readonly deps: { db: Database; clock: Clock; logger: Logger; events: EventBus }) {}
 
   async start(): Promise<void> {
+    const { events } = this.deps;
+    const heard = (message: unknown) => {
+      const { event } = message as BusEvent;
+      // An internal event: `session.revoked` or `user.changed` (server/events/catalog.ts).
+      const { type, data } = event as { type: string; data: { user_id?: unknown } };
+      const userId = data.user_id;
+      if (typeof userId !== "number") return;
+      this.forgetSignIns([userId]);
+      if (type === "session.revoked") void this.recheck((holder) => holder.credential.userId === userId);
+    };
+    await events.subscribe(streams.sessions, heard);
     this.cleanups.push(
-      await this.deps.events.subscribe(streams.sessions, (message) => {
-        const { event } = message as BusEvent;
-        // An internal event: `session.revoked` or `user.changed` (server/events/catalog.ts).
-        const { type, data } = event as { type: string; data: { user_id?: unknown } };
-        const userId = data.user_id;
-        if (typeof userId !== "number") return;
-        this.forgetSignIns([userId]);
-        if (type === "session.revoked") void this.recheck((holder) => holder.credential.userId === userId);
-      }),
+      () => events.unsubscribe(streams.sessions, heard),
       // Revocations published while the bus was away were missed: nothing remembered is kept.
       this.deps.events.onDisconnected(() => this.forgetAll()),
       this.deps.events.onResubscribed(() => {

@@ -81,7 +81,7 @@ export function readerView(deps: Deps, userId: number): Promise<ReaderLanguages>
  * Membership changes of other people change nothing here.
  */
 function followMemberships(deps: Deps, userId: number) {
-  return (event: StreamEvent, followed: ReadonlyMap<string, unknown>): WatchDecision | Promise<WatchDecision> => {
+  return (event: StreamEvent, followed: readonly string[]): WatchDecision | Promise<WatchDecision> => {
     switch (event.type) {
       case "workspace.joined":
       case "conversation.created":
@@ -92,7 +92,7 @@ function followMemberships(deps: Deps, userId: number) {
         return event.data.user_id === userId ? userStreams(deps.db, userId) : undefined;
       case "channel.deleted": {
         const topic = streams.channel(event.data.channel_id);
-        return followed.has(topic) ? [...followed.keys()].filter((other) => other !== topic) : undefined;
+        return followed.includes(topic) ? followed.filter((other) => other !== topic) : undefined;
       }
       default:
         return undefined;

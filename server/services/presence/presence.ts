@@ -125,8 +125,10 @@ export class Presence {
     });
     this.live.start();
     this.flushTimer = setInterval(() => void this.flushLastSeen(), LAST_SEEN_FLUSH_MS).unref();
+    const heard = (message: unknown) => this.heard(message);
+    await events.subscribe(streams.presence, heard);
     this.cleanups.push(
-      await events.subscribe(streams.presence, (message) => this.heard(message)),
+      () => events.unsubscribe(streams.presence, heard),
       // Messages published while the bus was away never arrived: read again what watchers show.
       events.onResubscribed(() => void this.refreshWatched()),
     );
@@ -478,9 +480,11 @@ export class PresenceWatch {
       }
     for (const topic of wanted) {
       if (this.topics.has(topic) || this.closed) continue;
-      const unsubscribe = await events.subscribe(topic, (message) => {
+      const listener = (message: unknown) => {
         if (!this.closed && changesWhomTheySee((message as BusEvent).event, this)) this.scheduleRecheck();
-      });
+      };
+      await events.subscribe(topic, listener);
+      const unsubscribe = () => events.unsubscribe(topic, listener);
       if (this.closed) unsubscribe();
       else this.topics.set(topic, unsubscribe);
     }
