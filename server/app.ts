@@ -12,7 +12,7 @@ import { appRouter } from "../routers/index.ts";
 import { buildJobHandlers, scheduleRecurringJobs } from "../workers/index.ts";
 import { systemClock, type Clock } from "./clock.ts";
 import { ConfigError, type Config } from "./config.ts";
-import { clientIp, createWsContext, signInLiveConnection } from "./context.ts";
+import { clientIp, createWsContext, peerOf, signInLiveConnection } from "./context.ts";
 import { cannotListen, cannotOpenDatabase } from "./process.ts";
 import type { Deps } from "./deps.ts";
 import { InProcessEventBus, RedisEventBus } from "./events/bus.ts";
@@ -20,10 +20,11 @@ import { EventRelay } from "./events/relay.ts";
 import { createConsumers } from "./consumers/index.ts";
 import { createRequestListener } from "./http/host.ts";
 import { createQueueDashboard } from "./http/queue-dashboard.ts";
-import { inSocketScope, logWebSocketConnections } from "./http/request-log.ts";
+import { inSocketScope, logWebSocketConnections, socketRequestId } from "./http/request-log.ts";
 import { routeTemplates } from "./http/route-templates.ts";
 import { createMetrics, postgresConnections, type Metrics } from "./metrics.ts";
 import { MAX_PAYLOAD_BYTES, serveTrpcOverWebSocket } from "./http/trpc-websocket.ts";
+import { unauthenticated } from "./errors.ts";
 import { CLOSE_CODES } from "./http/trpc-ws-protocol.ts";
 import { startBullMqWorkers, BullMqJobQueue } from "./jobs/bullmq.ts";
 import type { JobHandlers, JobQueue } from "./jobs/definition.ts";
@@ -247,16 +248,18 @@ export async function startApp(config: Config, options: AppOptions = {}): Promis
   const wsHandler = serveTrpcOverWebSocket({
     wss,
     router: appRouter,
-    createContext: (req, connectionParams) => createWsContext(deps, req, connectionParams),
-    // A connection signed in with a credential that is then revoked is closed (its subscriptions
-    // have ended with UNAUTHORIZED just before, through the same watch). While open, it is its
-    // user's live connection (presence).
-    signIn: async (_req, connectionParams, close) => {
+    // What a connection keeps of its upgrade request: its request id, address, language and origin.
+    peerOf: (req) => ({ ...peerOf(req, config), reqId: socketRequestId(req) }),
+    createContext: (peer, connectionParams) => createWsContext(deps, peer, connectionParams),
+    // A connection signed in with a credential that is then revoked ends its subscriptions with
+    // UNAUTHORIZED and closes: one watch per connection, its subscriptions' credential being the
+    // connection's. While open, it is its user's live connection (presence).
+    signIn: async (_peer, connectionParams, connection) => {
       const signIn = await signInLiveConnection(deps, connectionParams?.token);
       if (!signIn) return;
       const { credential } = signIn;
       const stopWatching = deps.credentials.track(credential, () =>
-        setImmediate(() => close(CLOSE_CODES.revoked, "credential revoked")),
+        connection.revoke(unauthenticated(), CLOSE_CODES.revoked, "credential revoked"),
       );
       const disconnect = deps.presence.connect(credential.userId);
       return () => {
@@ -272,8 +275,8 @@ export async function startApp(config: Config, options: AppOptions = {}): Promis
     },
     onEventDelivered: () => metrics.eventDelivered(),
     // A frame's statements are counted under the connection's request id (its log scope's).
-    inRequestScope: (req, work) =>
-      inSocketScope(req, () => statementScope(requestScope.getStore()?.reqId ?? "websocket", work)),
+    inRequestScope: (peer, work) =>
+      inSocketScope(peer.reqId, () => statementScope(requestScope.getStore()?.reqId ?? "websocket", work)),
   });
   metrics.sources.webSocketConnections = () => wss.clients.size;
   metrics.sources.liveSubscriptions = () => wsHandler.subscriptionCount();

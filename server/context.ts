@@ -103,16 +103,21 @@ export async function signInLiveConnection(deps: Deps, plaintext: string | undef
   }
 }
 
-function contextFor(deps: Deps, req: IncomingMessage, auth: Auth | null, door: RequestContext["door"]): RequestContext {
+/** What a request's context takes from the HTTP request: its client's address, language and origin. */
+export type Peer = Pick<RequestContext, "ip" | "language" | "origin">;
+
+/** The peer of an HTTP request (a WebSocket connection's is taken once, from its upgrade request). */
+export function peerOf(req: IncomingMessage, config: { trustProxy: readonly string[] }): Peer {
   return {
-    deps,
-    ip: clientIp(req, deps.config),
+    ip: clientIp(req, config),
     language: acceptedLanguage(req.headers["accept-language"]),
     origin: req.headers.origin,
-    auth,
-    door,
-    response: { headers: {} },
   };
+}
+
+function contextFor(deps: Deps, peer: Peer, auth: Auth | null, door: RequestContext["door"]): RequestContext {
+  const { ip, language, origin } = peer;
+  return { deps, ip, language, origin, auth, door, response: { headers: {} } };
 }
 
 export async function createHttpContext(
@@ -120,24 +125,25 @@ export async function createHttpContext(
   req: IncomingMessage,
   connectionToken?: string,
 ): Promise<RequestContext> {
+  const peer = peerOf(req, deps.config);
   if (connectionToken)
-    return contextFor(deps, req, await authenticate(deps, connectionToken, "connection", "http"), "http");
+    return contextFor(deps, peer, await authenticate(deps, connectionToken, "connection", "http"), "http");
   const bearer = bearerToken(req);
   const auth = bearer
     ? await authenticate(deps, bearer, "bearer", "http")
     : await authenticate(deps, readCookie(req.headers.cookie, SESSION_COOKIE), "cookie", "http");
-  return contextFor(deps, req, auth, "http");
+  return contextFor(deps, peer, auth, "http");
 }
 
 /** Each request of a WebSocket connection authenticates with its connection params `{ token }`. */
 export async function createWsContext(
   deps: Deps,
-  req: IncomingMessage,
+  peer: Peer,
   connectionParams: Record<string, string | undefined> | null,
 ): Promise<RequestContext> {
   return contextFor(
     deps,
-    req,
+    peer,
     await authenticate(deps, connectionParams?.token, "connection", "websocket"),
     "websocket",
   );

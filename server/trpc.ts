@@ -108,8 +108,11 @@ const authenticated = t.middleware(async ({ ctx, meta, type, getRawInput, next }
     throwMapped(result.error);
     return result;
   }
-  // A live stream, over WebSocket or SSE, lasts only as long as the credential that opened it.
-  const live = liveStreamOf(result.data);
+  // A live stream lasts only as long as the credential that opened it. An SSE stream's is watched
+  // here, and it is its user's live connection while it is open; over WebSocket the connection's
+  // credential is the one every request of it uses, and the host watches it once per connection
+  // (a revocation ends the connection's subscriptions, then the connection: server/app.ts).
+  const live = ctx.door === "http" ? liveStreamOf(result.data) : undefined;
   if (live) {
     const { token } = auth;
     const stopWatching = ctx.deps.credentials.track(
@@ -117,9 +120,7 @@ const authenticated = t.middleware(async ({ ctx, meta, type, getRawInput, next }
       () => live.fail(unauthenticated()),
     );
     live.onClose(stopWatching);
-    // An SSE stream is a live connection of its user while it is open (a WebSocket is counted
-    // once per connection, by its host).
-    if (ctx.door === "http") live.onClose(ctx.deps.presence.connect(auth.user.id));
+    live.onClose(ctx.deps.presence.connect(auth.user.id));
   }
   return result;
 });

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket, { WebSocketServer } from "ws";
 import { createChatClient, type StreamEvent } from "@chat-service/client";
 import { appRouter, type AppRouter } from "../routers/index.ts";
-import { createWsContext } from "../server/context.ts";
+import { createWsContext, peerOf } from "../server/context.ts";
 import { MAX_BATCH, MAX_PAYLOAD_BYTES, serveTrpcOverWebSocket } from "../server/http/trpc-websocket.ts";
 import { clientFrames, PING, trpcSocketUrl, type RequestId } from "../server/http/trpc-ws-protocol.ts";
 import { createWorkspaceWithGeneral, registerUser, type RegisteredUser } from "./helpers/factories.ts";
@@ -25,14 +25,17 @@ const ctx = useTestServer();
 type HostKind = "trpc" | "ours";
 type Host = { kind: HostKind; url: string; broadcastReconnectNotification(): void; close(): Promise<void> };
 
-const keepAlive = { pingMs: 30_000, pongWaitMs: 5_000 };
+const KEEP_ALIVE = { pingMs: 30_000, pongWaitMs: 5_000 };
 
 /**
  * A host on its own HTTP server, next to the test server and sharing its deps: tRPC's
  * applyWSSHandler, or a second instance of ours configured as server/app.ts configures it (so
  * that we hold its broadcastReconnectNotification).
  */
-async function startHost(kind: HostKind): Promise<Host> {
+async function startHost(
+  kind: HostKind,
+  keepAlive: { pingMs: number; pongWaitMs: number } = KEEP_ALIVE,
+): Promise<Host> {
   const deps = ctx.server.app.deps;
   const server = createServer((_req, res) => res.writeHead(404).end());
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_PAYLOAD_BYTES });
@@ -44,7 +47,7 @@ async function startHost(kind: HostKind): Promise<Host> {
       ? applyWSSHandler({
           wss,
           router: appRouter,
-          createContext: ({ req, info }) => createWsContext(deps, req, info.connectionParams),
+          createContext: ({ req, info }) => createWsContext(deps, peerOf(req, deps.config), info.connectionParams),
           maxBatchSize: MAX_BATCH,
           keepAlive: { enabled: true, ...keepAlive },
           onError: () => {},
@@ -52,7 +55,8 @@ async function startHost(kind: HostKind): Promise<Host> {
       : serveTrpcOverWebSocket({
           wss,
           router: appRouter,
-          createContext: (req, connectionParams) => createWsContext(deps, req, connectionParams),
+          peerOf: (req) => peerOf(req, deps.config),
+          createContext: (peer, connectionParams) => createWsContext(deps, peer, connectionParams),
           keepAlive,
         });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
@@ -452,6 +456,44 @@ describe("our WebSocket host against @trpc/server's applyWSSHandler", () => {
     const theirs = await replay(trpcHost, signedOut, { connectionParams: false });
     expect(theirs.transcript[0]!.frames).toMatchObject([{ id: 1, error: { data: { code: "UNAUTHORIZED" } } }]);
     expect(await replay(ourHost, signedOut, { connectionParams: false })).toEqual(theirs);
+  });
+
+  it("keeps a connection alive as tRPC's adapter does: PING after silence, terminated when nothing answers", async () => {
+    const user = await registerUser(ctx.api);
+    const keepAlive = { pingMs: 300, pongWaitMs: 300 };
+    const hosts = [await startHost("trpc", keepAlive), await startHost("ours", keepAlive)];
+    try {
+      /** One connection for `ms`: what it received, and how the server ended it (1006: terminated, no close frame). */
+      const session = async (host: Host, answer: "PONG" | "nothing", ms: number) => {
+        const socket = new WebSocket(trpcSocketUrl(host.url));
+        const received: string[] = [];
+        let closeCode: number | undefined;
+        socket.on("message", (data: Buffer) => {
+          received.push(data.toString());
+          if (data.toString() === PING && answer === "PONG") socket.send("PONG");
+        });
+        socket.on("close", (code) => (closeCode = code));
+        socket.on("error", () => {});
+        await new Promise<void>((resolve, reject) => socket.once("open", () => resolve()).once("error", reject));
+        socket.send(clientFrames.connectionParams({ token: user.token }));
+        await new Promise((resolve) => setTimeout(resolve, ms));
+        const ended = closeCode;
+        socket.terminate();
+        return { received, closeCode: ended };
+      };
+      for (const host of hosts) {
+        // Silent after its params: one PING after 300 ms, then terminated 300 ms later.
+        const silent = await session(host, "nothing", 1_500);
+        expect(silent, host.kind).toEqual({ received: [PING], closeCode: 1006 });
+        // Answering each PING: still open after 1.5 s, pinged again after each answer's silence.
+        const answering = await session(host, "PONG", 1_500);
+        expect(answering.closeCode, host.kind).toBeUndefined();
+        expect(answering.received.length, host.kind).toBeGreaterThanOrEqual(2);
+        expect(new Set(answering.received), host.kind).toEqual(new Set([PING]));
+      }
+    } finally {
+      for (const host of hosts) await host.close();
+    }
   });
 });
 

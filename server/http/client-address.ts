@@ -110,7 +110,11 @@ function decide(
 
 /** Decided once per request: the request log, the context and the routes all read this one. */
 const decidedByRequest = new WeakMap<IncomingMessage, { trusted: TrustedRanges; address: string }>();
-/** A connection's peer, parsed once for all the requests a kept-alive connection carries. */
+/**
+ * A connection's peer, parsed once for all the requests a kept-alive connection carries. Without
+ * trusted proxies only its text is kept (a WebSocket's socket lives as long as the connection,
+ * and a parsed address is a few hundred bytes).
+ */
 const peersBySocket = new WeakMap<object, Peer>();
 
 /** The client address of this request under these trusted ranges (computed once per request). */
@@ -119,10 +123,11 @@ export function requestClientAddress(req: IncomingMessage, trusted: TrustedRange
   if (known && known.trusted === trusted) return known.address;
   const { socket } = req;
   let peer = socket ? peersBySocket.get(socket) : undefined;
-  if (!peer) {
+  if (!peer || (trusted.length > 0 && !peer.address)) {
     peer = peerOf(socket?.remoteAddress);
     // A closed socket has no address left: not kept, so that a later look is not stuck with it.
-    if (socket && peer.address) peersBySocket.set(socket, peer);
+    if (socket && peer.address)
+      peersBySocket.set(socket, trusted.length > 0 ? peer : { address: undefined, text: peer.text });
   }
   const address = decide(peer, req.headers["x-forwarded-for"], trusted);
   decidedByRequest.set(req, { trusted, address });

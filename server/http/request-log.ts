@@ -87,12 +87,16 @@ export function withRequestLog(
   };
 }
 
-/** The request id of each WebSocket connection, by its upgrade request. */
+/** The request id of each WebSocket connection, by its upgrade request (while the handshake is under way). */
 const socketRequestIds = new WeakMap<IncomingMessage, string>();
 
-/** Runs `work` (a frame's handling) in the request scope of the connection's handshake. */
-export function inSocketScope(req: IncomingMessage, work: () => void): void {
-  const reqId = socketRequestIds.get(req);
+/** The request id given to a WebSocket connection's upgrade request (the connection keeps it, not the request). */
+export function socketRequestId(req: IncomingMessage): string | undefined {
+  return socketRequestIds.get(req);
+}
+
+/** Runs `work` (a frame's handling) in the request scope of the connection's handshake (`socketRequestId`). */
+export function inSocketScope(reqId: string | undefined, work: () => void): void {
   if (reqId === undefined) work();
   else requestScope.run({ reqId }, work);
 }
@@ -109,15 +113,18 @@ export function logWebSocketConnections(
   addressOf: (req: IncomingMessage) => string,
 ): void {
   wss.on("headers", (headers, req) => {
-    const id = requestIdOf(req);
+    // Kept as long as the connection is open: one flat string, not the chain of ten pieces
+    // randomUUID's concatenation makes (about 300 bytes).
+    const id = Buffer.from(requestIdOf(req), "latin1").toString("latin1");
     socketRequestIds.set(req, id);
     addressOf(req); // decided during the handshake, with the socket's address at hand
     headers.push(`${REQUEST_ID_HEADER}: ${id}`);
   });
   wss.on("connection", (client, req) => {
     const opened = Date.now();
-    const connectionLog = logger.child({ reqId: socketRequestIds.get(req) });
-    connectionLog.info({ url: redactTarget(req.url ?? "/", routes), ip: addressOf(req) }, "websocket connected");
-    client.once("close", (code) => connectionLog.info({ code, durationMs: Date.now() - opened }, "websocket closed"));
+    // The id as a field of each line rather than a child logger kept for the connection's life.
+    const reqId = socketRequestIds.get(req);
+    logger.info({ reqId, url: redactTarget(req.url ?? "/", routes), ip: addressOf(req) }, "websocket connected");
+    client.on("close", (code) => logger.info({ reqId, code, durationMs: Date.now() - opened }, "websocket closed"));
   });
 }

@@ -28,7 +28,7 @@ import {
   type AnyTRPCRouter,
   type inferRouterContext,
 } from "@trpc/server";
-import { handleKeepAlive, jsonEncoder } from "@trpc/server/adapters/ws";
+import { jsonEncoder } from "@trpc/server/adapters/ws";
 import { parseConnectionParamsFromUnknown } from "@trpc/server/http";
 import { parseTRPCMessage, type TRPCClientOutgoingMessage, type TRPCResponseMessage } from "@trpc/server/rpc";
 import type { WebSocket, WebSocketServer } from "ws";
@@ -68,28 +68,34 @@ export const MAX_BUFFERED_BYTES = 4 * 1024 * 1024;
 export const SLOW_GRACE_MS = 2_000;
 const HARD_MAX_BUFFERED_BYTES = 64 * 1024 * 1024;
 
-type Options<TRouter extends AnyTRPCRouter> = {
+type ConnectionParams = Record<string, string | undefined> | null;
+
+/** What a connection's sign-in may do when its credential is revoked. */
+export type Revocable = {
+  /** Ends every subscription of the connection with `error`, then closes the connection with `code` and `reason`. */
+  revoke(error: unknown, code: number, reason: string): void;
+};
+
+type Options<TRouter extends AnyTRPCRouter, TPeer> = {
   wss: WebSocketServer;
   router: TRouter;
+  /**
+   * What the connection's requests need of its upgrade request (its address, say), taken once
+   * when it opens: the request itself is not kept for the connection's life.
+   */
+  peerOf(req: IncomingMessage): TPeer;
   /** The context of one request: called for every query, mutation and subscription. */
-  createContext(
-    req: IncomingMessage,
-    connectionParams: Record<string, string | undefined> | null,
-  ): Promise<inferRouterContext<TRouter>>;
+  createContext(peer: TPeer, connectionParams: ConnectionParams): Promise<inferRouterContext<TRouter>>;
   /**
    * Called once a connection's params are known: sign the connection itself in, watch its
-   * credential, and call `close` when it is revoked. Resolves to what to do when the connection
-   * closes. A failure (the database away) is answered as a context that cannot be made.
+   * credential, and call `connection.revoke` when it is revoked. Resolves to what to do when the
+   * connection closes. A failure (the database away) is answered as a context that cannot be made.
    */
-  signIn?(
-    req: IncomingMessage,
-    connectionParams: Record<string, string | undefined> | null,
-    close: (code: number, reason: string) => void,
-  ): Promise<(() => void) | void>;
+  signIn?(peer: TPeer, connectionParams: ConnectionParams, connection: Revocable): Promise<(() => void) | void>;
   keepAlive: { pingMs: number; pongWaitMs: number };
   onError?(error: TRPCError, path: string | undefined): void;
-  /** Runs the handling of a frame of the connection opened by `req` (the request log's scope). */
-  inRequestScope?(req: IncomingMessage, work: () => void): void;
+  /** Runs the handling of a frame of the connection of `peer` (the request log's scope). */
+  inRequestScope?(peer: TPeer, work: () => void): void;
   /** Called for each live event written to a subscriber (the metrics count them). */
   onEventDelivered?(): void;
 };
@@ -159,13 +165,57 @@ function connectionParamsOf(text: string): Record<string, string | undefined> | 
 
 /** What every connection of one host shares. */
 type Host = {
-  options: Options<AnyTRPCRouter>;
+  options: Options<AnyTRPCRouter, unknown>;
   router: AnyTRPCRouter;
   config: AnyTRPCRouter["_def"]["_config"];
   reportError(error: TRPCError, path: string | undefined): void;
-  /** The host's open connections (the metrics count their subscriptions). */
+  /** The host's open connections (the metrics count their subscriptions; the keep-alive walks them). */
   connections: Set<Connection>;
+  keepAlive: KeepAlive;
 };
+
+/**
+ * tRPC's keep-alive, as its adapter keeps it: a connection the client has said nothing on for
+ * `pingMs` is sent PING, and one that then stays silent for `pongWaitMs` is terminated. One
+ * timer walks every connection of the host (at most every second) instead of two timers and
+ * five functions per connection, rearmed on every message: a connection keeps two numbers.
+ */
+class KeepAlive {
+  private timer: NodeJS.Timeout | undefined;
+  private readonly everyMs: number;
+
+  constructor(
+    private readonly connections: Set<Connection>,
+    private readonly pingMs: number,
+    private readonly pongWaitMs: number,
+  ) {
+    this.everyMs = Math.max(10, Math.min(1_000, Math.floor(Math.min(pingMs, pongWaitMs) / 4)));
+  }
+
+  /** A connection opened: the walk runs while any is open. */
+  opened(): void {
+    this.timer ??= setInterval(() => this.walk(), this.everyMs).unref();
+  }
+
+  /** A connection closed. */
+  closed(): void {
+    if (this.connections.size > 0 || !this.timer) return;
+    clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  private walk(): void {
+    const now = Date.now();
+    for (const connection of this.connections) {
+      if (connection.pingedAt > 0) {
+        if (now - connection.pingedAt >= this.pongWaitMs) connection.client.terminate();
+      } else if (now - connection.heardAt >= this.pingMs && connection.client.readyState === OPEN) {
+        connection.pingedAt = now;
+        connection.client.send(PING);
+      }
+    }
+  }
+}
 
 type Request = { id: RequestId; jsonrpc?: "2.0" | undefined };
 
@@ -176,8 +226,17 @@ type Request = { id: RequestId; jsonrpc?: "2.0" | undefined };
  * idle connection's memory is mostly what it keeps, and a method is kept once per process.)
  */
 class SocketSubscription {
-  readonly abort = new AbortController();
+  /** Stopped before it was served, or while its stream is iterated. */
+  stopRequested = false;
+  /**
+   * Only while a stream that is not a LiveSubscription is iterated: what ends the iteration.
+   * (No signal is kept per subscription otherwise: a stop during set-up is seen by the door,
+   * which closes what the procedure returned, and a served one is closed by `stop` itself.)
+   */
+  private iteration: AbortController | undefined;
   private live: LiveSubscription | undefined;
+  /** What its procedure returned when that is a live stream of any kind: what a revocation fails. */
+  stream: Pick<LiveSubscription, "fail"> | undefined;
   /** Made at the first event: an idle subscription keeps no bytes for it. */
   private frameHead: Buffer | undefined;
   private backlogSince = 0;
@@ -190,9 +249,20 @@ class SocketSubscription {
   ) {}
 
   stop(): void {
-    if (!this.live) return this.abort.abort();
+    if (!this.live) {
+      this.stopRequested = true;
+      this.iteration?.abort();
+      return;
+    }
     this.live.close();
     this.stopped();
+  }
+
+  /** The signal that ends the iteration of a stream that is not a LiveSubscription (aborted by `stop`). */
+  iterationSignal(): AbortSignal {
+    this.iteration = new AbortController();
+    if (this.stopRequested) this.iteration.abort();
+    return this.iteration.signal;
   }
 
   /** Answers "stopped", once, if the subscription was still registered. */
@@ -205,6 +275,12 @@ class SocketSubscription {
   serve(live: LiveSubscription): void {
     this.live = live;
     live.attach(this);
+  }
+
+  /** Ends the subscription with `error` (its credential was revoked), as its stream answers a failure. */
+  revoke(error: unknown): void {
+    if (this.stream) this.stream.fail(error);
+    else this.stop();
   }
 
   /** "started" once the subscription listens, so that a client may rely on it. */
@@ -255,35 +331,39 @@ class SocketSubscription {
   }
 }
 
-/** One WebSocket connection: its sign-in, its requests and its subscriptions. */
-class Connection {
+type Established = { ok: true } | { ok: false; error: TRPCError };
+
+/**
+ * One WebSocket connection: its sign-in, its requests and its subscriptions. Its socket's
+ * listeners are methods bound once (`ws` calls them with the socket as `this`).
+ */
+class Connection implements Revocable {
   /** Subscriptions by request id. */
   readonly subscriptions = new Map<RequestId, SocketSubscription>();
-  private connectionParams: Record<string, string | undefined> | null = null;
-  /** Settles once the connection's params are known and its first context made. */
-  private established: Promise<{ ok: true } | { ok: false; error: TRPCError }> | undefined;
+  private connectionParams: ConnectionParams = null;
+  /** Once the connection's params are known: its sign-in, then how it went. */
+  private established: Promise<Established> | Established | undefined;
   private stopWatching: (() => void) | void = undefined;
   private paramsTimer: NodeJS.Timeout | undefined;
+  /** When the client last sent a frame, and when a PING went unanswered since (KeepAlive). */
+  heardAt = Date.now();
+  pingedAt = 0;
 
   constructor(
     readonly host: Host,
     readonly client: WebSocket,
-    private readonly req: IncomingMessage,
+    private readonly peer: unknown,
+    req: IncomingMessage,
   ) {
-    const { options } = host;
     host.connections.add(this);
+    host.keepAlive.opened();
     // Protocol errors (a bad frame, a frame above maxPayload, invalid UTF-8): `ws` closes the
     // connection itself; without this listener the error would end the process. They are the
     // client's (reported as a bad request, not as a server failure with a stack).
-    client.on("error", (cause) =>
-      host.reportError(new TRPCError({ code: "BAD_REQUEST", message: "WebSocket protocol error", cause }), undefined),
-    );
-    handleKeepAlive(client, options.keepAlive.pingMs, options.keepAlive.pongWaitMs);
-    client.on("message", (raw: Buffer, isBinary: boolean) => {
-      if (options.inRequestScope) options.inRequestScope(req, () => this.receiveSafely(raw, isBinary));
-      else this.receiveSafely(raw, isBinary);
-    });
-    client.once("close", () => this.closed());
+    client.on("error", this.onSocketError.bind(this));
+    client.on("message", this.onMessage.bind(this));
+    // `on`, not `once` (which wraps the listener in one more function and object per connection): a socket closes once.
+    client.on("close", this.closed.bind(this));
 
     const awaitingParams = new URL(req.url ?? "/", "http://localhost").search.includes(CONNECTION_PARAMS_QUERY);
     if (awaitingParams) {
@@ -298,6 +378,27 @@ class Connection {
 
   close(code: number, reason: string): void {
     if (this.client.readyState === OPEN) this.client.close(code, reason);
+  }
+
+  revoke(error: unknown, code: number, reason: string): void {
+    for (const subscription of [...this.subscriptions.values()]) subscription.revoke(error);
+    // After the subscriptions' last frames (an iterated stream answers in promise jobs).
+    setImmediate(() => this.close(code, reason));
+  }
+
+  private onSocketError(cause: Error): void {
+    this.host.reportError(
+      new TRPCError({ code: "BAD_REQUEST", message: "WebSocket protocol error", cause }),
+      undefined,
+    );
+  }
+
+  private onMessage(raw: Buffer, isBinary: boolean): void {
+    this.heardAt = Date.now();
+    this.pingedAt = 0;
+    const { inRequestScope } = this.host.options;
+    if (inRequestScope) inRequestScope(this.peer, () => this.receiveSafely(raw, isBinary));
+    else this.receiveSafely(raw, isBinary);
   }
 
   respond(message: TRPCResponseMessage): void {
@@ -344,20 +445,21 @@ class Connection {
   }
 
   /** Signs the connection in with its params, and starts watching its credential. */
-  private establish(params: () => Record<string, string | undefined> | null): void {
-    this.established = this.signIn(params).catch((cause: unknown) => {
-      const error = getTRPCErrorFromUnknown(cause);
-      this.respondError({ id: null }, error, NO_CALL);
-      setImmediate(() => this.client.close());
-      return { ok: false as const, error };
-    });
+  private establish(params: () => ConnectionParams): void {
+    this.established = this.signIn(params)
+      .catch((cause: unknown) => {
+        const error = getTRPCErrorFromUnknown(cause);
+        this.respondError({ id: null }, error, NO_CALL);
+        setImmediate(() => this.client.close());
+        return { ok: false as const, error };
+      })
+      // Settled: kept as the outcome, not as a promise (which would keep the scope it was made in).
+      .then((outcome: Established) => (this.established = outcome));
   }
 
-  private async signIn(params: () => Record<string, string | undefined> | null): Promise<{ ok: true }> {
+  private async signIn(params: () => ConnectionParams): Promise<Established> {
     this.connectionParams = params();
-    const stop = await this.host.options.signIn?.(this.req, this.connectionParams, (code, reason) =>
-      this.close(code, reason),
-    );
+    const stop = await this.host.options.signIn?.(this.peer, this.connectionParams, this);
     if (this.client.readyState === OPEN) this.stopWatching = stop;
     else stop?.();
     return { ok: true as const };
@@ -401,22 +503,21 @@ class Connection {
     // A subscription is registered before it starts, so a stop or a close during set-up ends it.
     const subscription = type === "subscription" ? new SocketSubscription(this, request, call) : undefined;
     if (subscription) this.subscriptions.set(id, subscription);
-    const signal = subscription?.abort.signal;
     let ctx: unknown;
     try {
       const connection = await this.established!;
       if (!connection.ok) throw connection.error;
-      if (signal?.aborted) return subscription?.stopped();
+      if (subscription?.stopRequested) return subscription.stopped();
       // Each request is authorized with the credential's current state, as over HTTP.
-      ctx = await this.host.options.createContext(this.req, this.connectionParams);
-      if (signal?.aborted) return subscription?.stopped();
+      ctx = await this.host.options.createContext(this.peer, this.connectionParams);
+      if (subscription?.stopRequested) return subscription.stopped();
       const result = await callTRPCProcedure({
         router: this.host.router,
         path,
         getRawInput: async () => input,
         ctx,
         type,
-        signal,
+        signal: undefined,
         batchIndex,
       });
       if (!subscription) {
@@ -425,11 +526,13 @@ class Connection {
       }
       // A live subscription is served from its sink, not iterated (tRPC's tracked face is for HTTP/SSE).
       const live = result instanceof TrackedLiveStream ? result.subscription : undefined;
-      if (subscription.abort.signal.aborted || this.client.readyState !== OPEN) {
+      const stream = liveStreamOf(result);
+      if (subscription.stopRequested || this.client.readyState !== OPEN) {
         // Never served: closed here (any kind of live stream), so what watches it lets go.
-        liveStreamOf(result)?.close();
+        stream?.close();
         return subscription?.stopped();
       }
+      subscription.stream = stream;
       if (live) {
         subscription.serve(live);
         return;
@@ -441,7 +544,7 @@ class Connection {
         });
       this.respond({ id, jsonrpc, result: { type: "started" } });
       try {
-        await this.iterate(result as AsyncIterable<unknown>, request, subscription.abort.signal);
+        await this.iterate(result as AsyncIterable<unknown>, request, subscription.iterationSignal());
       } catch (cause) {
         // As tRPC's adapter answers a stream that fails while it runs: the error, then "stopped".
         this.respondError(request, cause, call, ctx);
@@ -449,7 +552,7 @@ class Connection {
       subscription.stopped();
     } catch (cause) {
       // A subscription stopped during its set-up ends quietly, as with tRPC's own adapter.
-      if (signal?.aborted) return subscription?.stopped();
+      if (subscription?.stopRequested) return subscription.stopped();
       this.subscriptions.delete(id);
       this.respondError(request, cause, call, ctx);
     }
@@ -566,12 +669,14 @@ class Connection {
     for (const subscription of this.subscriptions.values()) subscription.stop();
     this.subscriptions.clear();
     this.host.connections.delete(this);
+    this.host.keepAlive.closed();
   }
 }
 
-export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: Options<TRouter>) {
+export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter, TPeer>(options: Options<TRouter, TPeer>) {
+  const connections = new Set<Connection>();
   const host: Host = {
-    options: options as unknown as Options<AnyTRPCRouter>,
+    options: options as unknown as Options<AnyTRPCRouter, unknown>,
     router: options.router,
     config: options.router._def._config,
     reportError(error, path) {
@@ -581,14 +686,18 @@ export function serveTrpcOverWebSocket<TRouter extends AnyTRPCRouter>(options: O
         // A failing error report must not take the connection (or the process) with it.
       }
     },
-    connections: new Set(),
+    connections,
+    keepAlive: new KeepAlive(connections, options.keepAlive.pingMs, options.keepAlive.pongWaitMs),
   };
 
   // A server-level failure: reported, never thrown into the process. (A bad handshake is
   // answered 400 by `ws` itself.)
   options.wss.on("error", (cause) => host.reportError(getTRPCErrorFromUnknown(cause), undefined));
 
-  options.wss.on("connection", (client: WebSocket, req: IncomingMessage) => void new Connection(host, client, req));
+  options.wss.on(
+    "connection",
+    (client: WebSocket, req: IncomingMessage) => void new Connection(host, client, options.peerOf(req), req),
+  );
 
   return {
     /** Subscriptions open on all connections. */
