@@ -5,7 +5,7 @@
 // nearly every request: everything else stays plain drizzle.
 import { fillPlaceholders, sql, type Query, type SQL } from "drizzle-orm";
 import { PgDialect } from "drizzle-orm/pg-core";
-import type { Database } from "./client.ts";
+import { rowsOf, type Database, type Executor } from "./client.ts";
 
 const statements = new WeakMap<Database, Map<string, unknown>>();
 
@@ -46,8 +46,10 @@ const dialect = new PgDialect();
  * A statement built with drizzle's `sql` (data-modifying CTEs) run as one prepared statement;
  * its first row.
  */
-export async function runStatement<Row>(db: Database, statement: SQL): Promise<Row | undefined> {
-  return runRendered<Row>(db, renderStatement(statement), {});
+export async function runStatement<Row>(db: Executor, statement: SQL): Promise<Row | undefined> {
+  // A transaction (no client of its own here) runs it as drizzle runs any statement.
+  if ((db as { $client?: unknown }).$client === undefined) return rowsOf<Row>(await db.execute(statement))[0];
+  return runRendered<Row>(db as Database, renderStatement(statement), {});
 }
 
 /**

@@ -13,7 +13,7 @@
 // other consumer of the log waits behind.
 import { sql } from "drizzle-orm";
 import { rowsOf, type Database } from "../../db/client.ts";
-import { arrayParam } from "../../db/prepared.ts";
+import { arrayParam, runStatement } from "../../db/prepared.ts";
 import { jobOutbox, pushDevices } from "../../db/schema/index.ts";
 import type { Clock } from "../clock.ts";
 import { placeMembersOfRow } from "../policy/audiences.ts";
@@ -51,8 +51,10 @@ export function pushConsumer(deps: { db: Database; clock: Clock }): Consumer {
       const now = deps.clock.now();
       const window = Math.floor(now.getTime() / BADGE_WINDOW_MS);
       const windowEnd = new Date((window + 1) * BADGE_WINDOW_MS).toISOString();
-      const [row] = rowsOf<{ moved: number; jobs: number }>(
-        await deps.db.execute(sql`
+      // Prepared: the same text for every batch (each list is one parameter), planned once.
+      const row = await runStatement<{ moved: number; jobs: number }>(
+        deps.db,
+        sql`
           with ${move.cte},
           message_jobs as (
             insert into ${jobOutbox} (name, payload, job_id, created_at)
@@ -75,7 +77,7 @@ export function pushConsumer(deps: { db: Database; clock: Clock }): Consumer {
             on conflict (job_id) do nothing
             returning 1)
           select (select count(*) from moved)::integer as moved,
-            ((select count(*) from message_jobs) + (select count(*) from badge_jobs))::integer as jobs`),
+            ((select count(*) from message_jobs) + (select count(*) from badge_jobs))::integer as jobs`,
       );
       return batchResultOf(row);
     },

@@ -4,9 +4,9 @@
 // since and moves the authors' positions in one statement with its cursor; what it reads holding
 // only replies, room messages and bot posts costs no write. The position moves forward only (a
 // later `POST …/read` or a faster device may have passed it already).
-import { arrayParam } from "../../db/prepared.ts";
+import { arrayParam, runStatement } from "../../db/prepared.ts";
 import { sql } from "drizzle-orm";
-import { rowsOf, type Database } from "../../db/client.ts";
+import type { Database } from "../../db/client.ts";
 import { channelMembers, conversationReadStates } from "../../db/schema/index.ts";
 import { createdMessages } from "./batch-places.ts";
 import { batchResultOf, type BatchResult, type Consumer, type CursorMove, type LoggedEvent } from "./kit.ts";
@@ -26,8 +26,10 @@ export function readPositionsConsumer(deps: { db: Database }): Consumer {
         );
       if (posts.length === 0) return "nothing";
       const authorId = (record: (typeof posts)[number]) => (record.author?.type === "user" ? record.author.id : null);
-      const [row] = rowsOf<{ moved: number; jobs: number }>(
-        await deps.db.execute(sql`
+      // Prepared: the same text for every batch (each list is one parameter), planned once.
+      const row = await runStatement<{ moved: number; jobs: number }>(
+        deps.db,
+        sql`
           with ${move.cte},
           newest as (select p.channel_id, p.conversation_id, p.author_id, max(p.id) as id
             from unnest(${arrayParam(posts.map((record) => record.id))}::text[],
@@ -42,7 +44,7 @@ export function readPositionsConsumer(deps: { db: Database }): Consumer {
           conversation_positions as (update ${conversationReadStates} s set last_read_message_id = n.id from newest n
             where s.conversation_id = n.conversation_id and s.user_id = n.author_id
               and (s.last_read_message_id is null or s.last_read_message_id < n.id))
-          select (select count(*) from moved)::integer as moved, 0 as jobs`),
+          select (select count(*) from moved)::integer as moved, 0 as jobs`,
       );
       return batchResultOf(row);
     },

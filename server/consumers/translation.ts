@@ -6,11 +6,11 @@
 // nothing, not even a job, for a message whose readers all share its language. Registered only
 // when the server translates (TRANSLATION_PROVIDER).
 import { sql } from "drizzle-orm";
-import { rowsOf, type Database } from "../../db/client.ts";
+import type { Database } from "../../db/client.ts";
 import { jobOutbox, messageTranslations } from "../../db/schema/index.ts";
 import type { Clock } from "../clock.ts";
 import { placeReaderLanguagesOfRow } from "../policy/audiences.ts";
-import { arrayParam } from "../../db/prepared.ts";
+import { arrayParam, runStatement } from "../../db/prepared.ts";
 import { translationJobId, translationJobs } from "../services/translation/jobs.ts";
 import { hasProse } from "../services/translation/protect.ts";
 import { createdMessages, messageRows } from "./batch-places.ts";
@@ -30,8 +30,10 @@ export function translationConsumer(deps: { db: Database; clock: Clock }): Consu
       const jobIds = messages.map(({ record, type, position }) =>
         type === "message.created" ? translationJobId({ messageId: record.id }) : `translate-${record.id}-e${position}`,
       );
-      const [row] = rowsOf<{ moved: number; jobs: number }>(
-        await deps.db.execute(sql`
+      // Prepared: the same text for every batch (each list is one parameter), planned once.
+      const row = await runStatement<{ moved: number; jobs: number }>(
+        deps.db,
+        sql`
           with ${move.cte},
           pending as (
             insert into ${messageTranslations} (message_id, language, status, created_at, updated_at)
@@ -48,7 +50,7 @@ export function translationConsumer(deps: { db: Database; clock: Clock }): Consu
             where j.id in (select message_id from pending)
             on conflict (job_id) do nothing
             returning 1)
-          select (select count(*) from moved)::integer as moved, (select count(*) from jobs)::integer as jobs`),
+          select (select count(*) from moved)::integer as moved, (select count(*) from jobs)::integer as jobs`,
       );
       return batchResultOf(row);
     },
