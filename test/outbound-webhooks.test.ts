@@ -389,6 +389,11 @@ describe("delivery", () => {
     expect(first.attempts[0]).toMatchObject({ attempt: 1, status_code: 500, error: null });
     expect(first.attempts[0]!.response_body).toHaveLength(1024);
     expect(Date.parse(first.next_attempt_at!) - Date.parse(first.attempts[0]!.created_at)).toBe(30_000);
+    // The failure started the webhook's failing streak (the success below ends it).
+    const failingSince = async () =>
+      (await ctx.server.app.deps.db.select().from(outboundWebhooks).where(eq(outboundWebhooks.id, hook.id)))[0]!
+        .failingSince;
+    expect(await failingSince()).not.toBeNull();
 
     // Not due yet: nothing is sent.
     await advance(29_000);
@@ -413,6 +418,7 @@ describe("delivery", () => {
       payload: { data: { message: { id: message.id } } },
     });
     expect(done.completed_at).not.toBeNull();
+    expect(await failingSince()).toBeNull();
   });
 
   it("retries after a timeout (10 s), logged as such", { timeout: 40_000 }, async () => {

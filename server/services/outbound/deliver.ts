@@ -135,6 +135,7 @@ export async function deliverMany(deps: Deps, payloads: DeliverPayload[]): Promi
         : { statusCode: null, durationMs: 0, error: "the webhook is inactive", responseBody: null },
       retry: webhook.isActive,
       health: webhook.isActive,
+      webhookFailing: webhook.failingSince !== null,
     })),
   );
   await recordAttempts(deps, attempts);
@@ -148,6 +149,8 @@ export type AttemptRecord = {
   retry: boolean;
   /** The webhook's failing streak follows the result (test sends leave it alone). */
   health: boolean;
+  /** Whether its webhook had a failing streak when read (unknown: looked at in the database). */
+  webhookFailing?: boolean;
 };
 
 /**
@@ -235,7 +238,9 @@ export async function recordAttempts(
  */
 async function keepHealth(tx: Transaction, now: Date, records: AttemptRecord[]): Promise<string[]> {
   const healthy = new Set(records.filter((r) => succeeded(r.result)).map((r) => r.delivery.webhookId));
-  if (healthy.size > 0)
+  // Only a streak that may be running needs ending: a webhook read without one is not written.
+  const mayBeFailing = records.some((r) => healthy.has(r.delivery.webhookId) && r.webhookFailing !== false);
+  if (mayBeFailing)
     await tx
       .update(outboundWebhooks)
       .set({ failingSince: null })
