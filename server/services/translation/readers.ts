@@ -143,17 +143,19 @@ export class ReaderLanguages {
     if (event.type !== "message.created" && event.type !== "message.updated") return event;
     const { message } = event.data;
     const language = this.languageFor(event);
-    const view = translationView(
-      this.enabled,
-      { skipTranslation: message.skip_translation, language: sourceLanguage ?? null, content: message.content },
-      language,
-      undefined,
-    );
-    const key = view === null ? "" : `${view.status}:${language}`;
+    // The view depends on the event and the language only: worked out (the content's prose
+    // looked for) once per language, not once per subscriber.
+    const key = this.enabled ? language : "";
     let views = presented.get(event);
     if (!views) presented.set(event, (views = new Map()));
     let seen = views.get(key);
     if (!seen) {
+      const view = translationView(
+        this.enabled,
+        { skipTranslation: message.skip_translation, language: sourceLanguage ?? null, content: message.content },
+        language,
+        undefined,
+      );
       seen = { ...event, data: { message: { ...message, translation: view } } } as StreamEvent;
       views.set(key, seen);
     }
@@ -161,5 +163,5 @@ export class ReaderLanguages {
   }
 }
 
-/** Each message event's views, by translation state and language; they go with the event. */
+/** Each message event's views, by the reader's language (one when the server does not translate); they go with the event. */
 const presented = new WeakMap<StreamEvent, Map<string, StreamEvent>>();
