@@ -3,18 +3,9 @@
 // outbound-webhooks queue POSTs them signed, retries them with backoff (driven here by the
 // server's clock seam, not sleeps), logs every attempt, and switches off a webhook that has
 // failed for a day. A local receiver plays the other system and checks signatures as it would.
-import { and, eq, gte, sql, TransactionRollbackError } from "drizzle-orm";
+import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { jsonOf, rowsOf, type Database } from "../db/client.ts";
-import {
-  jobOutbox,
-  outboundDeliveries,
-  outboundDeliveryAttempts,
-  outboundWebhooks,
-  streamEvents,
-} from "../db/schema/index.ts";
-import { outboundConsumer } from "../server/consumers/outbound.ts";
-import type { EventPayload } from "../server/events/streams.ts";
+import { outboundDeliveries, outboundDeliveryAttempts, outboundWebhooks } from "../db/schema/index.ts";
 import { retryDelayMs } from "../server/jobs/backoff.ts";
 import { DELIVERY_BACKOFF, deliverMany, recordAttempts } from "../server/services/outbound/deliver.ts";
 import { restClient, type RestClient } from "./helpers/api.ts";
@@ -533,61 +524,6 @@ describe("delivery", () => {
       await own.stop();
       await server.close();
     }
-  });
-
-  it("writes one job for the first attempts of a batch's deliveries, and each is delivered once", async () => {
-    const t = await team();
-    const hook = await createHook(t);
-    const posted = [await post(t, "one"), await post(t, "two"), await post(t, "three")];
-    const requests = await receiver.waitFor(3, hook.path);
-    expect(new Set(requests.map((request) => request.json.data.message.id))).toEqual(
-      new Set(posted.map((message) => message.id)),
-    );
-    const { deps } = ctx.server.app;
-    // The three events as the log holds them, as one batch (at a position of their own), handed
-    // to the consumer in a transaction rolled back afterwards.
-    const ids = posted.map((message) => message.id);
-    const rows = rowsOf<{ created_at: Date; payload: unknown }>(
-      await deps.db.execute(sql`select created_at, payload from ${streamEvents}
-        where payload->>'type' = 'message.created' and payload->'data'->'message'->>'id' = any(${`{${ids.join(",")}}`}::text[])
-        order by position`),
-    );
-    const base = 1e12 + Math.floor(Math.random() * 1e9);
-    const events = rows.map((row, index) => ({
-      position: base + index,
-      createdAt: new Date(row.created_at),
-      payload: jsonOf<EventPayload>(row.payload),
-    }));
-    let jobs: (typeof jobOutbox.$inferSelect)[] = [];
-    let deliveries: string[] = [];
-    await deps.db
-      .transaction(async (tx) => {
-        const consumer = outboundConsumer({ db: tx as unknown as Database, clock: deps.clock });
-        await consumer.refresh?.();
-        const move = { cte: sql`moved as (select 1)`, inTransaction: async () => true };
-        expect(await consumer.handle(events, move)).toEqual({ wrote: "jobs" });
-        jobs = await tx
-          .select()
-          .from(jobOutbox)
-          .where(eq(jobOutbox.jobId, `deliver-batch-${base + 2}`));
-        deliveries = (
-          await tx
-            .select({ id: outboundDeliveries.id })
-            .from(outboundDeliveries)
-            .where(and(eq(outboundDeliveries.webhookId, hook.id), gte(outboundDeliveries.eventPosition, base)))
-        ).map((row) => row.id);
-        tx.rollback();
-      })
-      .catch((error: unknown) => {
-        if (!(error instanceof TransactionRollbackError)) throw error;
-      });
-    expect(deliveries).toHaveLength(3);
-    expect(jobs).toHaveLength(1);
-    expect(jobs[0]).toMatchObject({ name: "outbound.deliver-batch" });
-    expect([...(jobs[0]!.payload as { deliveryIds: string[] }).deliveryIds].sort()).toEqual([...deliveries].sort());
-    // Each posted message was delivered once (by the consumer's own job for its batch).
-    await settle();
-    expect(receiver.requests.filter((request) => request.path === hook.path)).toHaveLength(3);
   });
 
   it("records and sends an attempt once when its job runs twice", async () => {

@@ -1,7 +1,6 @@
 // The outbound consumer: turns the workspace events of the log into outbound webhook deliveries.
-// For each event, a delivery for each active webhook of its workspace that asked for its type
-// (and existed when it happened), and one job for the first attempts of the batch's deliveries,
-// in one transaction with the cursor. It
+// For each event, a delivery and its first job for each active webhook of its workspace that
+// asked for its type (and existed when it happened), in one transaction with the cursor. It
 // keeps in memory which workspaces have an active webhook (reloaded when one changes, through
 // the `outbound.webhooks_changed` event), so a batch of events of workspaces without one costs
 // no statement at all.
@@ -12,7 +11,7 @@ import { isoTimestamp, type Clock } from "../clock.ts";
 import { newId } from "../ids.ts";
 import { enqueueJobs } from "../jobs/outbox.ts";
 import { deliveryBody, OUTBOUND_EVENTS, outboundWorkspaceOf } from "../services/outbound/events.ts";
-import { deliverBatchJobId, outboundJobs } from "../services/outbound/jobs.ts";
+import { deliverJobId, outboundJobs } from "../services/outbound/jobs.ts";
 import type { BatchResult, Consumer, CursorMove, LoggedEvent } from "./kit.ts";
 
 export function outboundConsumer(deps: { db: Database; clock: Clock }): Consumer {
@@ -86,11 +85,15 @@ export function outboundConsumer(deps: { db: Database; clock: Clock }): Consumer
           }),
         );
         await tx.insert(outboundDeliveries).values(deliveries);
-        // Their first attempts: one job, named by the batch's last matching event (a batch is handled once).
-        const position = matches[matches.length - 1]!.event.position;
-        await enqueueJobs(tx, now, outboundJobs.deliverBatch, [
-          { payload: { deliveryIds: deliveries.map(({ id }) => id!) }, jobId: deliverBatchJobId(position) },
-        ]);
+        await enqueueJobs(
+          tx,
+          now,
+          outboundJobs.deliver,
+          deliveries.map(({ id }) => {
+            const payload = { deliveryId: id, attempt: 1 };
+            return { payload, jobId: deliverJobId(payload) };
+          }),
+        );
         return { wrote: "jobs" };
       });
     },
