@@ -11,10 +11,7 @@ import { startWorkers } from "../server/app.ts";
 import { loadConfig } from "../server/config.ts";
 import { createLogger } from "../server/logger.ts";
 import { pushConsumer } from "../server/consumers/push.ts";
-import { deliverPushBatch } from "../server/services/push/delivery.ts";
-import { createPushProviders } from "../server/services/push/providers/index.ts";
 import type { Database } from "../db/client.ts";
-import type { Deps } from "../server/deps.ts";
 import { restClient, type RestClient } from "./helpers/api.ts";
 import { createWorkspaceWithGeneral, registerUser, type RegisteredUser } from "./helpers/factories.ts";
 import {
@@ -363,7 +360,7 @@ describe("the push job", () => {
               await tx
                 .select()
                 .from(jobOutbox)
-                .where(sql`${jobOutbox.payload} @> ${JSON.stringify({ messageIds: [messageId] })}::jsonb`)
+                .where(eq(jobOutbox.jobId, `push-${messageId}`))
             ).length === 1;
           tx.rollback();
         })
@@ -375,44 +372,6 @@ describe("the push job", () => {
     expect(await pushJobWritten("msg_ONLYTHEAUTHORHASADEVICE0")).toBe(false);
     await addDevice(members[0]!, "fcm");
     expect(await pushJobWritten("msg_AMEMBERHASADEVICENOW0000")).toBe(true);
-  });
-});
-
-describe("a batch job", () => {
-  it("sends each of its messages once; one whose delivery fails gets a job of its own, which sends it", async () => {
-    const { owner, members, workspaceId, channelId } = await team(1, "all");
-    // Posted while nobody there has a device: the consumer writes no job for them.
-    const messages: { id: string }[] = [];
-    for (const content of ["first", "second", "third"])
-      messages.push(await post(owner, workspaceId, channelId, { content }));
-    // Positioned and seen by the consumers (which wrote nothing: nobody there has a device).
-    await deps().relay.flush();
-    const device = await addDevice(members[0]!, "expo");
-
-    // The first message's delivery fails (its first look at the clock, as if the database were away).
-    let looks = 0;
-    const clock = {
-      now: () => {
-        if (looks++ === 0) throw new Error("database away");
-        return deps().clock.now();
-      },
-    };
-    const { providers } = createPushProviders(deps().config.push, { clock: deps().clock, logger: deps().logger });
-    await deliverPushBatch({ ...deps(), clock } as Deps, providers, {
-      messageIds: messages.map((message) => message.id),
-    });
-    for (const message of messages.slice(1)) expect(pushesOf(device, message.id)).toHaveLength(1);
-    expect(pushesOf(device, messages[0]!.id)).toEqual([]);
-    const [own] = await deps()
-      .db.select()
-      .from(jobOutbox)
-      .where(eq(jobOutbox.jobId, `push-${messages[0]!.id}`));
-    expect(own).toMatchObject({ name: "push.message", payload: { messageId: messages[0]!.id } });
-
-    // That job runs and sends it; nothing is sent twice.
-    await until(() => (pushesOf(device, messages[0]!.id).length === 1 ? true : undefined), "the failed message's push");
-    await settle();
-    for (const message of messages) expect(pushesOf(device, message.id)).toHaveLength(1);
   });
 });
 

@@ -1,5 +1,5 @@
-// The push consumer (docs/push.md): for the new messages of a batch that someone there but their
-// author can be woken for (a member with a device), one push job (`push-batch-<position>`); for each read that
+// The push consumer (docs/push.md): for each new message that someone there but its author can
+// be woken for (a member with a device), a push job (`push-<message id>`); for each read that
 // lowered its reader's badge (`read.updated` with `lowers_badge`) while they have a device, a
 // silent badge update (`push.badge`), at most one per user per BADGE_WINDOW_MS: its job id names
 // the window and it is due at the window's end, so the reads of one window share one job (its
@@ -17,7 +17,7 @@ import { arrayParam, runStatement } from "../../db/prepared.ts";
 import { jobOutbox, pushDevices } from "../../db/schema/index.ts";
 import type { Clock } from "../clock.ts";
 import { placeMembersOfRow } from "../policy/audiences.ts";
-import { BADGE_WINDOW_MS, pushBatchJobId, pushJobs } from "../services/push/jobs.ts";
+import { BADGE_WINDOW_MS, pushJobs } from "../services/push/jobs.ts";
 import { createdMessages, messageRows } from "./batch-places.ts";
 import { batchResultOf, type BatchResult, type Consumer, type CursorMove, type LoggedEvent } from "./kit.ts";
 
@@ -49,8 +49,6 @@ export function pushConsumer(deps: { db: Database; clock: Clock }): Consumer {
       ];
       if (messages.length === 0 && lowered.length === 0) return "nothing";
       const now = deps.clock.now();
-      // One job for the batch's messages, named by the last one's position (a batch is handled once).
-      const batchJobId = pushBatchJobId(messages.length > 0 ? messages[messages.length - 1]!.position : 0);
       const window = Math.floor(now.getTime() / BADGE_WINDOW_MS);
       const windowEnd = new Date((window + 1) * BADGE_WINDOW_MS).toISOString();
       // Prepared: the same text for every batch (each list is one parameter), planned once.
@@ -60,14 +58,13 @@ export function pushConsumer(deps: { db: Database; clock: Clock }): Consumer {
           with ${move.cte},
           message_jobs as (
             insert into ${jobOutbox} (name, payload, job_id, created_at)
-            select ${pushJobs.messages.name}, jsonb_build_object('messageIds', jsonb_agg(m.id)), ${batchJobId},
+            select ${pushJobs.message.name}, jsonb_build_object('messageId', m.id), 'push-' || m.id,
               ${now.toISOString()}::timestamptz
             from ${messageRows(messages)}
             where exists (select 1 from moved) and exists (
               select 1 from (${placeMembersOfRow}) members
                 join ${pushDevices} d on d.user_id = members.user_id
               where m.author_id is null or d.user_id <> m.author_id)
-            having count(*) > 0
             on conflict (job_id) do nothing
             returning 1),
           readers as (select unnest(${arrayParam(lowered)}::integer[]) as user_id),

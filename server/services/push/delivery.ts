@@ -13,13 +13,13 @@ import { attachments, channels, messages, pushDevices, rooms, users } from "../.
 import type { Deps } from "../../deps.ts";
 import { retryDelayMs, type Backoff } from "../../jobs/backoff.ts";
 import type { JobDefinition } from "../../jobs/definition.ts";
-import { enqueueJob, enqueueJobs } from "../../jobs/outbox.ts";
+import { enqueueJob } from "../../jobs/outbox.ts";
 import { mapLimit } from "../../outbound-http.ts";
 import { openStored, SEALED } from "../keys/sealed-values.ts";
 import { totalMentions } from "../messaging/unread-counts.ts";
 import { doNotDisturb } from "../presence/settings.ts";
 import { pushMessageRows, pushRecipientsOfRow } from "./audience.ts";
-import { pushJobId, pushJobs, type PushBatchJobPayload, type PushJobPayload } from "./jobs.ts";
+import { pushJobId, pushJobs, type PushJobPayload } from "./jobs.ts";
 import { pushNotificationFor, type MessageForPush } from "./notification.ts";
 import type { PushOutcome, PushPlatform, PushProvider, PushProviderName, PushSend, PushTarget } from "./provider.ts";
 import { retryAll } from "./providers/http.ts";
@@ -141,34 +141,6 @@ async function inBatches(provider: PushProvider, sends: PushSend[]): Promise<Pus
       .catch((error: unknown) => retryAll(batch, error instanceof Error ? error.message : "send failed")),
   );
   return outcomes.flat();
-}
-
-/** Messages of a `push.messages` job delivered at once. */
-const MESSAGES_AT_ONCE = 4;
-
-/**
- * The new messages of a batch of the event log (`push.messages`), a few at a time. A message
- * whose delivery fails (the database away) gets a job of its own (`push-<message id>`, tried
- * again by the queue) rather than failing the batch job: trying the whole batch again would
- * send the others twice.
- */
-export async function deliverPushBatch(
-  deps: Deps,
-  providers: PushProviders,
-  { messageIds }: PushBatchJobPayload,
-): Promise<void> {
-  const failed: string[] = [];
-  await mapLimit(messageIds, MESSAGES_AT_ONCE, async (messageId) => {
-    try {
-      await deliverPush(deps, providers, { messageId });
-    } catch (error) {
-      failed.push(messageId);
-      deps.logger.warn({ err: error, messageId }, "push: a message of a batch failed; it will be tried on its own");
-    }
-  });
-  if (failed.length === 0) return;
-  const jobs = failed.map((messageId) => ({ payload: { messageId }, jobId: pushJobId(messageId) }));
-  await enqueueJobs(deps.db, deps.clock.now(), pushJobs.message, jobs);
 }
 
 export async function deliverPush(deps: Deps, providers: PushProviders, payload: PushJobPayload): Promise<void> {

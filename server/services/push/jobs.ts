@@ -1,8 +1,5 @@
-// The push queue's jobs. `push.messages` delivers the notifications of the new messages of one
-// batch of the event log: the push consumer enqueues it (job id `push-batch-<position>`, the
-// position of the batch's last such message; server/consumers/push.ts). `push.message` delivers
-// one message's: a message whose delivery failed in a batch job (the database away) is tried
-// again as such a job (`push-<message id>`), and the sends that may still succeed as retries.
+// The push queue's jobs. `push.message` delivers the notifications of one message: the push
+// consumer of the event log enqueues it (job id `push-<message id>`, server/consumers/push.ts).
 // `push.badge` sends a user's devices a silent badge update after a read lowered their badge:
 // the consumer enqueues it at most once per user per BADGE_WINDOW_MS (job id
 // `badge-<user id>-<window>`, due at the window's end). A send that may still succeed (429, 5xx,
@@ -23,19 +20,7 @@ const retry = z
 /** A user's devices get at most one silent badge update per window of this length. */
 export const BADGE_WINDOW_MS = 10_000;
 
-/** Messages in one `push.messages` job (a consumer's batch is at most 500 events). */
-export const MAX_PUSH_BATCH = 500;
-
 export const pushJobs = {
-  messages: defineJob({
-    queue: "push",
-    name: "push.messages",
-    payload: z.object({ messageIds: z.array(z.string().min(1)).min(1).max(MAX_PUSH_BATCH) }),
-    // A message that fails is handed to its own `push.message` job; these attempts cover the
-    // database being away for that hand-over.
-    attempts: 5,
-    backoffMs: 1_000,
-  }),
   message: defineJob({
     queue: "push",
     name: "push.message",
@@ -60,9 +45,7 @@ export const pushJobs = {
 };
 
 export type PushJobPayload = z.infer<typeof pushJobs.message.payload>;
-export type PushBatchJobPayload = z.infer<typeof pushJobs.messages.payload>;
 export type BadgeJobPayload = z.infer<typeof pushJobs.badge.payload>;
 
 export const pushJobId = (messageId: string) => `push-${messageId}`;
-export const pushBatchJobId = (position: number) => `push-batch-${position}`;
 export const badgeJobId = (userId: number, window: number) => `badge-${userId}-${window}`;
