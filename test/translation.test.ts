@@ -4,12 +4,9 @@
 // (test/helpers/translation.ts). The reader sees the translation for their language on every
 // door: REST, typed RPC, and live events (message.created pending, then translation.ready).
 import { randomBytes } from "node:crypto";
-import { and, eq, inArray, sql, TransactionRollbackError } from "drizzle-orm";
+import { and, eq } from "drizzle-orm";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { jsonOf, rowsOf, type Database } from "../db/client.ts";
 import { jobOutbox, messageTranslations, streamEvents, translationCache } from "../db/schema/index.ts";
-import { translationConsumer } from "../server/consumers/translation.ts";
-import type { EventPayload } from "../server/events/streams.ts";
 import { startWorkers } from "../server/app.ts";
 import { loadConfig } from "../server/config.ts";
 import { translationJobs } from "../server/services/translation/jobs.ts";
@@ -177,51 +174,6 @@ describe("a channel message", () => {
     expect(requestsFor(text).map((request) => request.target)).toEqual(["th"]);
   });
 
-  it("writes one job for a batch of messages, with each message that needs translating", async () => {
-    const t = await team("ja");
-    const posted = [];
-    for (const text of [unique("One"), unique("Two"), unique("Three")])
-      posted.push(await post(t, t.owner, { content: text }));
-    const ids = posted.map((message) => message.id);
-    for (const id of ids)
-      await until(async () => ((await translationRows(id)).some((row) => row.status === "done") ? true : undefined));
-    const { deps } = server.app;
-    // The three message.created events as the log holds them, handed to the consumer as one batch
-    // (in a transaction rolled back afterwards, their translations made pending again first).
-    const rows = rowsOf<{ position: string; created_at: Date; payload: EventPayload }>(
-      await deps.db.execute(sql`select position, created_at, payload from ${streamEvents}
-        where payload->>'type' = 'message.created' and payload->'data'->'message'->>'id' = any(${`{${ids.join(",")}}`}::text[])
-        order by position`),
-    );
-    const events = rows.map((row) => ({
-      position: Number(row.position),
-      createdAt: row.created_at,
-      payload: jsonOf<EventPayload>(row.payload),
-    }));
-    let jobs: (typeof jobOutbox.$inferSelect)[] = [];
-    await deps.db
-      .transaction(async (tx) => {
-        await tx.delete(messageTranslations).where(inArray(messageTranslations.messageId, ids));
-        const consumer = translationConsumer({ db: tx as unknown as Database, clock: deps.clock });
-        const result = await consumer.handle(events, {
-          cte: sql`moved as (select 1)`,
-          inTransaction: async () => true,
-        });
-        expect(result).toEqual({ wrote: "jobs" });
-        jobs = await tx
-          .select()
-          .from(jobOutbox)
-          .where(eq(jobOutbox.jobId, `translate-batch-${events[2]!.position}`));
-        tx.rollback();
-      })
-      .catch((error: unknown) => {
-        if (!(error instanceof TransactionRollbackError)) throw error;
-      });
-    expect(jobs).toHaveLength(1);
-    expect(jobs[0]).toMatchObject({ name: "translation.messages" });
-    expect([...(jobs[0]!.payload as { messageIds: string[] }).messageIds].sort()).toEqual([...ids].sort());
-  });
-
   it("with skip_translation says skipped to every reader and calls nobody", async () => {
     const t = await team("ja");
     const text = unique("Leave as is");
@@ -249,7 +201,7 @@ describe("a channel message", () => {
     const jobs = await server.app.deps.db
       .select()
       .from(jobOutbox)
-      .where(sql`${jobOutbox.payload} @> ${JSON.stringify({ messageIds: [posted.id] })}::jsonb`);
+      .where(eq(jobOutbox.jobId, `translate-${posted.id}`));
     expect(jobs).toEqual([]);
     expect(requestsFor(text)).toEqual([]);
   });

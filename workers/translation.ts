@@ -1,7 +1,6 @@
-// Translation queue processor: one job per batch of new and edited messages of the event log,
-// one per language a reader asked for, and one per retry;
-// server/services/translation/translate-message.ts does the work, for the messages that arrive
-// together in one batch. Without a provider (TRANSLATION_PROVIDER=none) no translation
+// Translation queue processor: one job per message (and per language a reader asked for, and
+// per retry); server/services/translation/translate-message.ts does the work, for the jobs that
+// arrive together in one batch. Without a provider (TRANSLATION_PROVIDER=none) no translation
 // job is ever written.
 import type { Deps } from "../server/deps.ts";
 import { jobHandler, PermanentJobError, type JobHandlers } from "../server/jobs/definition.ts";
@@ -19,14 +18,6 @@ export function translationHandlers(deps: Deps, provider: TranslationProvider | 
     provider &&
     new Batcher<TranslationJobPayload>((payloads) => translateMessages(deps, provider, payloads), TRANSLATION_BATCH);
   return new Map([
-    jobHandler(translationJobs.messages, async ({ messageIds }) => {
-      if (!batcher) throw new PermanentJobError("TRANSLATION_PROVIDER is none in this process");
-      // Each message waits for its own batch of the provider's; a failure fails the job once
-      // every message settled (tried again, it translates only what is still pending).
-      const settled = await Promise.allSettled(messageIds.map((messageId) => batcher.add({ messageId })));
-      const failure = settled.find((outcome) => outcome.status === "rejected");
-      if (failure) throw failure.reason;
-    }),
     jobHandler(translationJobs.message, async (payload) => {
       // Jobs written while a provider was configured, run by a process without one.
       if (!batcher) throw new PermanentJobError("TRANSLATION_PROVIDER is none in this process");

@@ -1,16 +1,17 @@
 // The translation consumer: for each new or edited message with prose, a pending translation
 // for each language its readers read but its own (all of them when its language is unknown, as
-// for a bot's post), and one job for the batch's messages that got any (`translate-batch-<position>`,
-// the position of the batch's last such message: an edit's job is not one the queue may still
-// remember). One statement per batch, with the cursor; nothing, not even a job, for messages whose
-// readers all share their language. Registered only when the server translates (TRANSLATION_PROVIDER).
+// for a bot's post) and one job: `translate-<message id>` for a post, `translate-<message id>-e<position>`
+// for an edit (the edit dropped the old translations; a job id of its own is not taken for
+// the post's job, which the queue may still remember). One statement per batch, with the cursor;
+// nothing, not even a job, for a message whose readers all share its language. Registered only
+// when the server translates (TRANSLATION_PROVIDER).
 import { sql } from "drizzle-orm";
 import type { Database } from "../../db/client.ts";
 import { jobOutbox, messageTranslations } from "../../db/schema/index.ts";
 import type { Clock } from "../clock.ts";
 import { placeReaderLanguagesOfRow } from "../policy/audiences.ts";
-import { runStatement } from "../../db/prepared.ts";
-import { translationBatchJobId, translationJobs } from "../services/translation/jobs.ts";
+import { arrayParam, runStatement } from "../../db/prepared.ts";
+import { translationJobId, translationJobs } from "../services/translation/jobs.ts";
 import { hasProse } from "../services/translation/protect.ts";
 import { createdMessages, messageRows } from "./batch-places.ts";
 import { batchResultOf, type BatchResult, type Consumer, type CursorMove, type LoggedEvent } from "./kit.ts";
@@ -25,8 +26,10 @@ export function translationConsumer(deps: { db: Database; clock: Clock }): Consu
       );
       if (messages.length === 0) return "nothing";
       const now = deps.clock.now().toISOString();
-      // One job for the batch, named by its last message's position (a batch is handled once).
-      const jobId = translationBatchJobId(messages[messages.length - 1]!.position);
+      // translationJobId({ messageId }) for a post; an edit's own id.
+      const jobIds = messages.map(({ record, type, position }) =>
+        type === "message.created" ? translationJobId({ messageId: record.id }) : `translate-${record.id}-e${position}`,
+      );
       // Prepared: the same text for every batch (each list is one parameter), planned once.
       const row = await runStatement<{ moved: number; jobs: number }>(
         deps.db,
@@ -42,10 +45,9 @@ export function translationConsumer(deps: { db: Database; clock: Clock }): Consu
             returning message_id),
           jobs as (
             insert into ${jobOutbox} (name, payload, job_id, created_at)
-            select ${translationJobs.messages.name}, jsonb_build_object('messageIds', jsonb_agg(distinct message_id)),
-              ${jobId}, ${now}::timestamptz
-            from pending
-            having count(*) > 0
+            select ${translationJobs.message.name}, jsonb_build_object('messageId', j.id), j.job_id, ${now}::timestamptz
+            from unnest(${arrayParam(messages.map(({ record }) => record.id))}::text[], ${arrayParam(jobIds)}::text[]) j(id, job_id)
+            where j.id in (select message_id from pending)
             on conflict (job_id) do nothing
             returning 1)
           select (select count(*) from moved)::integer as moved, (select count(*) from jobs)::integer as jobs`,

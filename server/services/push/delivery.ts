@@ -6,8 +6,7 @@
 // enqueued again for just those devices, after the provider's Retry-After or an exponential
 // backoff, so an outage delays pushes and doubles none.
 import { setImmediate } from "node:timers/promises";
-import { eq, inArray, sql, type SQL } from "drizzle-orm";
-import { jsonOf } from "../../../db/client.ts";
+import { asc, eq, inArray, sql, type SQL } from "drizzle-orm";
 import { arrayParam, prepared, renderStatement, runPrepared } from "../../../db/prepared.ts";
 import { attachments, channels, messages, pushDevices, rooms, users } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
@@ -57,14 +56,7 @@ function pushToken(deps: Deps, deviceId: string, sealed: string): string | undef
 
 function prepareMessageLookup(db: Deps["db"], name: string) {
   return db
-    .select({
-      message: messages,
-      userName: users.name,
-      channelName: channels.name,
-      roomName: rooms.name,
-      attachmentNames: sql<unknown>`(select coalesce(json_agg(${attachments.filename} order by ${attachments.id}), '[]'::json)
-        from ${attachments} where ${attachments.messageId} = ${messages.id})`,
-    })
+    .select({ message: messages, userName: users.name, channelName: channels.name, roomName: rooms.name })
     .from(messages)
     .leftJoin(users, eq(users.id, messages.authorUserId))
     .leftJoin(channels, eq(channels.id, messages.channelId))
@@ -74,18 +66,28 @@ function prepareMessageLookup(db: Deps["db"], name: string) {
     .prepare(name);
 }
 
-/** The message and its files' names: one statement, prepared once (every push job runs it). */
+function prepareAttachmentNames(db: Deps["db"], name: string) {
+  return db
+    .select({ filename: attachments.filename })
+    .from(attachments)
+    .where(eq(attachments.messageId, sql.placeholder("messageId")))
+    .orderBy(asc(attachments.id))
+    .prepare(name);
+}
+
+/** The message and its files' names, by statements prepared once (every push job runs them). */
 async function loadMessage(deps: Deps, messageId: string): Promise<MessageForPush | undefined> {
   const [row] = await prepared(deps.db, "push_message", prepareMessageLookup).execute({ messageId });
   // Gone (deleted, or with its channel or conversation), or a server notice nobody is woken for.
   if (!row || row.message.type === "system" || row.message.deletedAt !== null) return undefined;
   const { message } = row;
+  const files = await prepared(deps.db, "push_message_files", prepareAttachmentNames).execute({ messageId });
   return {
     message,
     senderName: row.userName ?? message.authorName ?? "Someone",
     channelName: row.channelName,
     roomName: row.roomName,
-    attachmentNames: jsonOf<string[]>(row.attachmentNames),
+    attachmentNames: files.map((file) => file.filename),
   };
 }
 

@@ -1,7 +1,7 @@
 // The translation queue's jobs. A message that readers in other languages may read gets, from
 // the translation consumer of the event log (server/consumers/translation.ts), a "pending" row
-// per such language (message_translations); the batch's messages get one job
-// `translate-batch-<position>` (`translation.messages`) that turns them into translations. A reader whose language had no
+// per such language (message_translations) and one job `translate-<message id>` that turns them
+// into translations. A reader whose language had no
 // row (they changed language since, or the message predates them) gets one when they read the
 // message: a pending row and a job `translate-<message id>-<language>`. A try that failed in a
 // way that may pass (429, 5xx, a timeout) is enqueued again with `-r<attempt>` after a backoff.
@@ -13,19 +13,7 @@ import { defineJob } from "../../jobs/definition.ts";
 import { enqueueJob } from "../../jobs/outbox.ts";
 import type { Deps } from "../../deps.ts";
 
-/** Messages in one `translation.messages` job (a consumer's batch is at most 500 events). */
-export const MAX_TRANSLATION_BATCH = 500;
-
 export const translationJobs = {
-  messages: defineJob({
-    queue: "translation",
-    name: "translation.messages",
-    payload: z.object({ messageIds: z.array(z.string().min(1)).min(1).max(MAX_TRANSLATION_BATCH) }),
-    // Tried again whole when any of its messages failed (the database away): only the rows still
-    // pending are translated, so what was done is neither asked for nor announced twice.
-    attempts: 5,
-    backoffMs: 1_000,
-  }),
   message: defineJob({
     queue: "translation",
     name: "translation.message",
@@ -51,10 +39,6 @@ export const translationJobs = {
 };
 
 export type TranslationJobPayload = z.infer<typeof translationJobs.message.payload>;
-export type TranslationBatchJobPayload = z.infer<typeof translationJobs.messages.payload>;
-
-/** The job of a batch of the event log, named by the position of its last message's event. */
-export const translationBatchJobId = (position: number) => `translate-batch-${position}`;
 
 /** Stable per message (and language, for one asked for on demand, and attempt, for a retry). */
 export function translationJobId(payload: TranslationJobPayload): string {
