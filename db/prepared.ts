@@ -47,9 +47,15 @@ const dialect = new PgDialect();
  * its first row.
  */
 export async function runStatement<Row>(db: Executor, statement: SQL): Promise<Row | undefined> {
+  return (await runStatementRows<Row>(db, statement))[0];
+}
+
+/** `runStatement`, all its rows. */
+export async function runStatementRows<Row>(db: Executor, statement: SQL): Promise<Row[]> {
   // A transaction (no client of its own here) runs it as drizzle runs any statement.
-  if ((db as { $client?: unknown }).$client === undefined) return rowsOf<Row>(await db.execute(statement))[0];
-  return runRendered<Row>(db as Database, renderStatement(statement), {});
+  if ((db as { $client?: unknown }).$client === undefined) return rowsOf<Row>(await db.execute(statement));
+  const { sql: text, params } = renderStatement(statement);
+  return runPrepared<Row>(db as Database, text, params);
 }
 
 /**

@@ -7,7 +7,7 @@
 // backoff, so an outage delays pushes and doubles none.
 import { setImmediate } from "node:timers/promises";
 import { asc, eq, inArray, sql, type SQL } from "drizzle-orm";
-import { arrayParam, prepared, renderStatement, runPrepared } from "../../../db/prepared.ts";
+import { arrayParam, prepared, runStatementRows } from "../../../db/prepared.ts";
 import { attachments, channels, messages, pushDevices, rooms, users } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
 import { retryDelayMs, type Backoff } from "../../jobs/backoff.ts";
@@ -117,7 +117,9 @@ export function retryFilter(device: string, retry: PushJobPayload["retry"]): SQL
 async function recipientDevices(deps: Deps, messageId: string, retry: PushJobPayload["retry"]) {
   // Prepared (its text is the same for every message): PostgreSQL took about 5 ms to plan it,
   // more than to run it, when it came as a new statement for every job.
-  const { sql: text, params } = renderStatement(sql`
+  return runStatementRows<DeviceRow>(
+    deps.db,
+    sql`
       with recipients as materialized (
         select distinct r.user_id
         from ${pushMessageRows(sql`array[${messageId}::text]`)} cross join lateral (${pushRecipientsOfRow}) r
@@ -127,8 +129,8 @@ async function recipientDevices(deps: Deps, messageId: string, retry: PushJobPay
         select recipient.user_id, ${totalMentions(sql`recipient.user_id`)} as badge from recipients recipient)
       select d.id, d.provider, d.platform, d.token_sealed, b.badge
       from ${pushDevices} d join badges b on b.user_id = d.user_id
-      where true ${retryFilter("d", retry)}`);
-  return runPrepared<DeviceRow>(deps.db, text, params);
+      where true ${retryFilter("d", retry)}`,
+  );
 }
 
 async function inBatches(provider: PushProvider, sends: PushSend[]): Promise<PushOutcome[]> {
