@@ -114,7 +114,7 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
     clock,
     logger,
   });
-  const consumers = createConsumers({ db: database.db, clock, logger, config });
+  const consumers = createConsumers({ db: database.db, clock, logger, config, storage });
   const relay = new EventRelay({ database, events, clock, logger, consumers });
   const credentials = new CredentialWatch({ db: database.db, events, clock, logger });
   const presence = new Presence({

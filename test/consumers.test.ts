@@ -8,9 +8,12 @@ import { rowsOf, type Database } from "../db/client.ts";
 import { statementScope } from "../db/statement-count.ts";
 import type { LoggedEvent } from "../server/consumers/kit.ts";
 import { pushConsumer } from "../server/consumers/push.ts";
-import { createWorkspaceWithGeneral, registerUser } from "./helpers/factories.ts";
+import { attachments } from "../db/schema/index.ts";
+import { eq } from "drizzle-orm";
+import { createWorkspaceWithGeneral, registerUser, type RegisteredUser } from "./helpers/factories.ts";
 import { useTestServer } from "./helpers/server.ts";
 import { statementsOf } from "./helpers/statements.ts";
+import { until } from "./helpers/wait.ts";
 
 const ctx = useTestServer();
 
@@ -107,7 +110,7 @@ describe("the consumers' cursors", () => {
     const rows = rowsOf<{ name: string }>(
       await ctx.server.app.deps.db.execute(sql`select name from consumer_cursors order by name`),
     );
-    expect(rows.map((row) => row.name)).toEqual(["outbound", "push", "read-positions", "search"]);
+    expect(rows.map((row) => row.name)).toEqual(["file-purge", "outbound", "push", "read-positions", "search"]);
   });
 });
 
@@ -159,5 +162,58 @@ describe("a coalescing consumer (search, read positions)", () => {
     );
     expect(cursors.map((cursor) => cursor.name)).toEqual(["read-positions", "search"]);
     for (const cursor of cursors) expect(Number(cursor.position)).toBeGreaterThanOrEqual(Number(last!.position));
+  });
+});
+
+describe("the file purge", () => {
+  async function stage(user: RegisteredUser): Promise<string> {
+    const form = new FormData();
+    form.append("file", new Blob(["purge me"], { type: "text/plain" }), "purge.txt");
+    const uploaded = await fetch(`${ctx.server.url}/api/v1/files`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${user.token}` },
+      body: form,
+    });
+    expect(uploaded.status).toBe(201);
+    return ((await uploaded.json()) as { data: { id: string } }).data.id;
+  }
+
+  it("empties storage of a deleted message's files once its event is positioned; a delete without files costs it nothing", async () => {
+    const owner = await registerUser(ctx.api);
+    const place = await createWorkspaceWithGeneral(ctx.api, owner);
+    const { relay, db, storage } = ctx.server.app.deps;
+    const messagesPath = `/api/v1/workspaces/${place.workspaceId}/channels/${place.channelId}/messages`;
+
+    // Without files: the delete's event passes the file purge by, no statement reads the queue.
+    const plain = await ctx.api.post(messagesPath, { content: "no files" }, { token: owner.token });
+    expect(plain.status).toBe(201);
+    await relay.flush();
+    const counter = statementsOf(ctx.server);
+    const mark = counter.total();
+    expect((await ctx.api.delete(`${messagesPath}/${plain.body.data.id}`, { token: owner.token })).status).toBe(204);
+    await relay.flush();
+    const window = counter.since(mark);
+    expect(window.complete).toBe(true);
+    expect(window.statements.filter((statement) => /file_deletions/.test(statement.text))).toEqual([]);
+
+    // With a file: the event says so, and the bytes leave storage without the maintenance job.
+    const fileId = await stage(owner);
+    const [row] = await db.select().from(attachments).where(eq(attachments.id, fileId));
+    const withFile = await ctx.api.post(messagesPath, { content: "", attachment_ids: [fileId] }, { token: owner.token });
+    expect(withFile.status).toBe(201);
+    expect((await ctx.api.delete(`${messagesPath}/${withFile.body.data.id}`, { token: owner.token })).status).toBe(204);
+    const [event] = rowsOf<{ deletes_files: boolean }>(
+      await db.execute(sql`select (payload->>'deletes_files')::boolean as deletes_files from stream_events
+        where payload->>'type' = 'message.deleted' and payload->'data'->>'id' = ${withFile.body.data.id}`),
+    );
+    expect(event?.deletes_files).toBe(true);
+    await until(
+      () =>
+        storage.get(row!.storageKey).then(
+          () => undefined,
+          () => true,
+        ),
+      "the deleted message's file to leave storage",
+    );
   });
 });

@@ -75,3 +75,34 @@ describe("service boundaries", () => {
     ]);
   });
 });
+
+// Events are written only through server/events/streams.ts (writeWithEvents for a transaction,
+// eventCte + commitWithEvents for one statement), which wake the relay from what the commit
+// wrote: no service, router or worker names the log's table or wakes the relay itself.
+const EVENT_WRITERS = ["server/services", "routers", "workers"];
+
+function eventLogViolations(file: string, source: string): string[] {
+  const found: string[] = [];
+  const code = source.replace(/\/\/.*$/gm, "");
+  if (/\bstreamEvents\b/.test(code)) found.push(`${relative(ROOT, file)} names the event log's table (streamEvents)`);
+  if (/\brelay\??\.wake\(/.test(code)) found.push(`${relative(ROOT, file)} wakes the relay itself`);
+  return found;
+}
+
+describe("the event log's writers", () => {
+  it("no service, router or worker writes stream_events or wakes the relay on its own", () => {
+    const files = EVENT_WRITERS.flatMap((directory) => tsFilesUnder(join(ROOT, directory)));
+    expect(files.length).toBeGreaterThan(60);
+    const found = files.flatMap((file) => eventLogViolations(file, readFileSync(file, "utf8")));
+    expect(found, found.join("\n")).toEqual([]);
+  });
+
+  it("sees a table named and a relay woken, and nothing in comments", () => {
+    const file = join(ROOT, "server/services/messaging/reactions.ts");
+    expect(eventLogViolations(file, "sql`insert into ${streamEvents} (stream)`;\ndeps.relay.wake();")).toEqual([
+      "server/services/messaging/reactions.ts names the event log's table (streamEvents)",
+      "server/services/messaging/reactions.ts wakes the relay itself",
+    ]);
+    expect(eventLogViolations(file, "// deps.relay?.wake() after streamEvents\nconst x = 1;")).toEqual([]);
+  });
+});

@@ -2,7 +2,7 @@
 // it reports (`recordEvents`, or `writeWithEvents` around a whole change); after commit the
 // relay (relay.ts) gives it a position and publishes it on the event bus under its stream's
 // topic. A subscriber (live-subscription.ts) resumes from a position by replaying the table.
-import { and, asc, gt, inArray, sql } from "drizzle-orm";
+import { and, asc, gt, inArray, sql, type SQL } from "drizzle-orm";
 import type { Database, Executor, Transaction } from "../../db/client.ts";
 import { runPrepared } from "../../db/prepared.ts";
 import { streamEvents, type Language, type StreamEventRow } from "../../db/schema/index.ts";
@@ -53,6 +53,8 @@ export type EventPayload = {
   /** read.updated only, for the push consumer: whose read it was, and whether it lowered their badge (docs/push.md). */
   reader_id?: number;
   lowers_badge?: boolean;
+  /** message.deleted only, for the file purge: the delete queued files for deletion from storage. */
+  deletes_files?: boolean;
 };
 
 /** The stored payload of an entry, its data checked against the event type's schema. */
@@ -65,8 +67,8 @@ export function eventPayload(entry: EventEntry | InternalEventEntry): EventPaylo
 }
 
 /**
- * Writes events inside the caller's transaction. They are published once committed: call
- * `deps.relay.wake()` after the commit (writeWithEvents does both).
+ * Writes events inside the caller's transaction (writeWithEvents's last statement; the relay
+ * also finds events that nobody woke it for, on its 15-second look).
  */
 export async function recordEvents(
   tx: Executor,
@@ -77,6 +79,32 @@ export async function recordEvents(
   await tx
     .insert(streamEvents)
     .values(entries.map((entry) => ({ stream: entry.stream, payload: eventPayload(entry), createdAt: now })));
+}
+
+/**
+ * The event CTE of a change written as one statement (a post, an edit, a reaction): `rows`
+ * selects (stream, payload, created_at). The statement's final select must include
+ * EVENTS_WRITTEN, so that `commitWithEvents` learns from the statement itself whether it wrote
+ * events. Together they are the one-statement twin of writeWithEvents: no caller wakes the relay.
+ */
+export function eventCte(rows: SQL): SQL {
+  return sql`event as (insert into ${streamEvents} (stream, payload, created_at) ${rows} returning 1)`;
+}
+
+/** The column of the final select of a statement with `eventCte`: how many events it wrote. */
+export const EVENTS_WRITTEN = sql`(select count(*) from event)::integer as events_written`;
+
+/**
+ * Runs a change written as one statement with `eventCte` (committed on its own) and, when the
+ * commit wrote events, wakes the relay to publish them.
+ */
+export async function commitWithEvents<Row extends { events_written: number }>(
+  deps: { relay: { wake(): void } },
+  statement: () => Promise<Row | undefined>,
+): Promise<Row | undefined> {
+  const row = await statement();
+  if (row && row.events_written > 0) deps.relay.wake();
+  return row;
 }
 
 /** The PostgreSQL channel on which writers without a relay (the CLI) wake the publisher. */

@@ -1,19 +1,19 @@
 // Deleting stored files whose attachment rows are gone. A trigger on `attachments` (migration
 // 0006) queues each deleted row's storage key in `file_deletions` in the deleting transaction,
 // whatever deleted it: a channel's or workspace's cascade, a conversation's, the staged-file
-// prune. The bytes go right after the commit (purgeDeletedFilesSoon) and, for whatever is left
+// prune. The bytes go once the change's event is positioned (the file-purge consumer,
+// server/consumers/file-purge.ts) and, for whatever is left
 // (the process died after the commit, the storage was unreachable), in the
 // `files.purge-deleted` maintenance job (jobs.ts). A key leaves the queue only once its object
 // is gone, so nothing is lost; deleting an object twice is harmless.
 import { asc, eq, inArray, notInArray, sql } from "drizzle-orm";
 import { fileDeletions } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
-import { RunLoop } from "../../run-loop.ts";
 
 const BATCH_SIZE = 200;
 
 /** Deletes the queued files from storage; returns how many went. Failures stay queued (logged). */
-export async function purgeDeletedFiles(deps: Deps): Promise<number> {
+export async function purgeDeletedFiles(deps: Pick<Deps, "db" | "storage" | "logger">): Promise<number> {
   let purged = 0;
   const failed = new Set<string>();
   for (;;) {
@@ -46,34 +46,4 @@ export async function purgeDeletedFiles(deps: Deps): Promise<number> {
   }
   if (purged > 0) deps.logger.info({ purged }, "deleted the files of deleted attachments");
   return purged;
-}
-
-// One purge at a time per process: a request that queues files while one runs asks for one
-// more pass, which picks its files up.
-const purges = new WeakMap<Deps, RunLoop>();
-
-/**
- * Starts a purge in the background, after a commit that deleted attachments; the answer to the
- * request does not wait for storage. What it cannot do now the maintenance job does later.
- */
-export function purgeDeletedFilesSoon(deps: Deps): void {
-  let purge = purges.get(deps);
-  if (!purge) {
-    purge = new RunLoop(
-      () =>
-        purgeDeletedFiles(deps).then(
-          () => false,
-          (error: unknown) => {
-            deps.logger.warn(
-              { err: error },
-              "could not delete the files of deleted attachments; the maintenance job will",
-            );
-            return false;
-          },
-        ),
-      () => true,
-    );
-    purges.set(deps, purge);
-  }
-  purge.request();
 }

@@ -15,12 +15,12 @@ import {
   messageReactions,
   messages,
   messageTranslations,
-  streamEvents,
   type Language,
   type TranslationState,
 } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
 import { forbidden, invalidField, notFound } from "../../errors.ts";
+import { commitWithEvents, eventCte, EVENTS_WRITTEN } from "../../events/streams.ts";
 import {
   inPlace,
   MESSAGE_NOT_FOUND,
@@ -30,7 +30,6 @@ import {
   type MessageTarget,
 } from "../../policy/places.ts";
 import { messageRecordSql, type MessageRecord } from "../../records/message.ts";
-import { purgeDeletedFilesSoon } from "../files/purge-deleted.ts";
 import { translationEnabled, translationView, userReaderLanguageSql } from "../translation/readers.ts";
 import { mentionedMembers, parseMentions } from "./post-message.ts";
 
@@ -104,7 +103,13 @@ export function eventHead(place: MessageTarget) {
   return { stream, scope: JSON.stringify(scope ?? {}) };
 }
 
-type EditRow = ReaderViewRow & { found: number; is_author: boolean | null; allowed: boolean; changed: boolean };
+type EditRow = ReaderViewRow & {
+  found: number;
+  is_author: boolean | null;
+  allowed: boolean;
+  changed: boolean;
+  events_written: number;
+};
 
 /**
  * Edits a message's content: its author only (a user; a bot's message cannot be edited). The
@@ -122,9 +127,10 @@ export async function editMessage(
   const at = now.toISOString();
   const mentions = parseMentions(content);
   const { stream, scope } = eventHead(place);
-  const row = await runStatement<EditRow>(
-    deps.db,
-    sql`with ${targetCte(userId, place, messageId, now, sql`for no key update`)},
+  const row = await commitWithEvents(deps, () =>
+    runStatement<EditRow>(
+      deps.db,
+      sql`with ${targetCte(userId, place, messageId, now, sql`for no key update`)},
     allowed as (select t.id from target t
       where t.author_user_id = ${userId}::integer and t.author_webhook_id is null
         and (${content.trim() !== ""}::boolean or exists (select 1 from ${attachments} a where a.message_id = t.id))),
@@ -134,27 +140,27 @@ export async function editMessage(
       where m.id in (select id from allowed) and m.content <> ${content}::text
       returning m.*),
     dropped as (delete from ${messageTranslations} where message_id in (select id from changed)),
-    event as (insert into ${streamEvents} (stream, payload, created_at)
-      select ${stream}, jsonb_build_object('type', 'message.updated', 'scope', ${scope}::jsonb,
+    ${eventCte(sql`select ${stream}, jsonb_build_object('type', 'message.updated', 'scope', ${scope}::jsonb,
           'data', jsonb_build_object('message', ${messageRecordSql("c", deps.config.appUrl)}),
           'source_language', c.language),
         ${at}::timestamptz
-      from changed c),
+      from changed c`)},
     shown as (select * from changed union all select * from target where not exists (select 1 from changed))
     select (select count(*) from target)::integer as found,
       (select t.author_user_id = ${userId}::integer and t.author_webhook_id is null from target t) as is_author,
       exists (select 1 from allowed) as allowed,
       exists (select 1 from changed) as changed,
-      ${readerViewColumns(deps, userId, place)}`,
+      ${readerViewColumns(deps, userId, place)},
+      ${EVENTS_WRITTEN}`,
+    ),
   );
   if (!row || row.found === 0) throw notFound(MESSAGE_NOT_FOUND);
   if (!row.is_author) throw forbidden("Only its author can edit a message.");
   if (!row.allowed) throw invalidField("content", "The content field is required.");
-  if (row.changed) deps.relay.wake();
   return readerRecord(deps, row, { retranslated: row.changed });
 }
 
-type DeleteRow = { found: number; allowed: boolean; had_files: boolean };
+type DeleteRow = { found: number; allowed: boolean; events_written: number };
 
 /**
  * Deletes a message: its author; in a channel also the workspace's owners and admins, in a
@@ -176,9 +182,10 @@ export async function deleteMessage(
     sql.raw(`jsonb_build_object('id', ${d}.id, 'parent_message_id', ${d}.parent_message_id,
       'workspace_id', ${d}.workspace_id, 'channel_id', ${d}.channel_id,
       'conversation_id', ${d}.conversation_id, 'room_id', ${d}.room_id)`);
-  const row = await runStatement<DeleteRow>(
-    deps.db,
-    sql`with ${targetCte(userId, place, messageId, now, sql`for update`)},
+  const row = await commitWithEvents(deps, () =>
+    runStatement<DeleteRow>(
+      deps.db,
+      sql`with ${targetCte(userId, place, messageId, now, sql`for update`)},
     allowed as (select t.* from target t
       where (t.author_user_id = ${userId}::integer and t.author_webhook_id is null)
         or exists (${moderatingRight(userId, place)})),
@@ -199,18 +206,18 @@ export async function deleteMessage(
     last_moved as (update ${conversations} c set last_message_id = (select id from ${messages} o
         where o.conversation_id = c.id and o.id <> ${messageId} order by o.id desc limit 1)
       where c.id in (select conversation_id from gone) and c.last_message_id = ${messageId}),
-    event as (insert into ${streamEvents} (stream, payload, created_at)
-      select ${stream}, jsonb_build_object('type', 'message.deleted', 'scope', ${scope}::jsonb, 'data', d.data),
+    ${eventCte(sql`select ${stream}, jsonb_build_object('type', 'message.deleted', 'scope', ${scope}::jsonb, 'data', d.data,
+          -- For the file purge (server/consumers/file-purge.ts): the delete queued files.
+          'deletes_files', d.files),
         ${at}::timestamptz
-      from (select ${deletedData("a")} as data, 1 as ord from allowed a
-        union all select ${deletedData("p")}, 2 from parent_gone p) d
-      order by d.ord)
+      from (select ${deletedData("a")} as data, 1 as ord,
+          exists (select 1 from ${attachments} f where f.message_id = a.id) as files from allowed a
+        union all select ${deletedData("p")}, 2, false from parent_gone p) d
+      order by d.ord`)}
     select (select count(*) from target)::integer as found, exists (select 1 from allowed) as allowed,
-      exists (select 1 from ${attachments} f where f.message_id in (select id from allowed)) as had_files`,
+      ${EVENTS_WRITTEN}`,
+    ),
   );
   if (!row || row.found === 0) throw notFound(MESSAGE_NOT_FOUND);
   if (!row.allowed) throw forbidden("You may not delete this message.");
-  deps.relay.wake();
-  // The trigger queued the files; storage is emptied after the answer (the maintenance job retries).
-  if (row.had_files) purgeDeletedFilesSoon(deps);
 }

@@ -12,7 +12,6 @@ import {
   attachments,
   conversations,
   messages,
-  streamEvents,
   type Attachment,
   type Language,
   type Message,
@@ -21,7 +20,7 @@ import {
 } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
 import { invalidField } from "../../errors.ts";
-import { eventPayload, type EventEntry } from "../../events/streams.ts";
+import { commitWithEvents, eventCte, eventPayload, EVENTS_WRITTEN, type EventEntry } from "../../events/streams.ts";
 import { newId } from "../../ids.ts";
 import { placeMemberIds } from "../../policy/audiences.ts";
 import { messageStream, postingRight, type BoundTarget, type MessageTarget } from "../../policy/places.ts";
@@ -77,6 +76,7 @@ type PostRow = {
   inserted: boolean;
   language: Language | null;
   mentioned_user_ids: number[] | null;
+  events_written: number;
 };
 
 /** `<@USER_ID>` mentions, in order, once each, and whether `<!channel>` or `<!here>` is there. */
@@ -171,30 +171,32 @@ export async function postMessageOutcome(deps: Deps, input: PostMessageInput): P
     clientMessageId: message.clientMessageId !== null,
     mentions: mentions.userIds.length > 0,
   };
-  const row = await runRendered<PostRow>(deps.db, postQuery(deps.db, shape, also), {
-    id: message.id,
-    workspace_id: message.workspaceId,
-    channel_id: message.channelId,
-    conversation_id: message.conversationId,
-    room_id: message.roomId,
-    author_user_id: message.authorUserId,
-    author_webhook_id: message.authorWebhookId,
-    author_name: message.authorName,
-    author_avatar_url: message.authorAvatarUrl,
-    author_language: authorUser?.preferredLanguage ?? null,
-    content: message.content,
-    type: message.type,
-    parent_message_id: message.parentMessageId,
-    skip_translation: message.skipTranslation,
-    client_message_id: message.clientMessageId,
-    mentioned_user_ids: arrayLiteral(mentions.userIds),
-    mentions_channel: message.mentionsChannel,
-    attachment_ids: arrayLiteral(attachmentIds),
-    attachment_count: attachmentIds.length,
-    at: now.toISOString(),
-    stream: event.stream,
-    payload: JSON.stringify(eventPayload({ ...event, sourceLanguage: null })),
-  });
+  const row = await commitWithEvents(deps, () =>
+    runRendered<PostRow>(deps.db, postQuery(deps.db, shape, also), {
+      id: message.id,
+      workspace_id: message.workspaceId,
+      channel_id: message.channelId,
+      conversation_id: message.conversationId,
+      room_id: message.roomId,
+      author_user_id: message.authorUserId,
+      author_webhook_id: message.authorWebhookId,
+      author_name: message.authorName,
+      author_avatar_url: message.authorAvatarUrl,
+      author_language: authorUser?.preferredLanguage ?? null,
+      content: message.content,
+      type: message.type,
+      parent_message_id: message.parentMessageId,
+      skip_translation: message.skipTranslation,
+      client_message_id: message.clientMessageId,
+      mentioned_user_ids: arrayLiteral(mentions.userIds),
+      mentions_channel: message.mentionsChannel,
+      attachment_ids: arrayLiteral(attachmentIds),
+      attachment_count: attachmentIds.length,
+      at: now.toISOString(),
+      stream: event.stream,
+      payload: JSON.stringify(eventPayload({ ...event, sourceLanguage: null })),
+    }),
+  );
   if (!row || row.allowed === 0) return { kind: "not_allowed" };
   if (!row.inserted && message.clientMessageId !== null && authorUser) {
     // A repeat (also one that lost a race, or whose files the first post claimed): one read, on this path only.
@@ -206,7 +208,6 @@ export async function postMessageOutcome(deps: Deps, input: PostMessageInput): P
   if (attachmentIds.length > 0 && !row.inserted) throw attachmentError(attachmentIds, row.claimable ?? []);
   if (row.guarded === 0) return { kind: "guarded" };
   if (!row.inserted) throw new Error("postMessage: the message was not written, for no known reason");
-  deps.relay.wake();
 
   message.language = authorUser ? readerLanguageOf(authorUser, row.language) : null;
   message.mentionedUserIds = row.mentioned_user_ids ?? [];
@@ -368,12 +369,13 @@ function postStatement(db: Database, shape: PostShape, also: AlsoWrite): SQL {
   }
   for (const [index, after] of (also.after ?? []).entries()) ctes.push(sql`${sql.raw(`also_${index}`)} as (${after})`);
   // The event's source language is the message's, known only once the statement has read the membership.
-  ctes.push(sql`event as (insert into ${streamEvents} (stream, payload, created_at)
-    select ${value("stream")},
+  ctes.push(
+    eventCte(sql`select ${value("stream")},
       jsonb_set(jsonb_set(${value("payload")}::jsonb, '{source_language}', coalesce(to_jsonb(inserted.language), 'null'::jsonb)),
         '{data,message,mentioned_user_ids}', to_jsonb(inserted.mentioned_user_ids)),
       ${value("at")}::timestamptz
-    from inserted)`);
+    from inserted`),
+  );
   return sql`with ${sql.join(ctes, sql`, `)}
     select (select count(*) from allowed)::integer as allowed,
       ${shape.parent ? sql`(select count(*) from parent)::integer` : sql`null::integer`} as parent_found,
@@ -381,5 +383,6 @@ function postStatement(db: Database, shape: PostShape, also: AlsoWrite): SQL {
       ${also.guard ? sql`(select count(*) from guard)::integer` : sql`null::integer`} as guarded,
       exists (select 1 from inserted) as inserted,
       (select language from inserted) as language,
-      (select mentioned_user_ids from inserted) as mentioned_user_ids`;
+      (select mentioned_user_ids from inserted) as mentioned_user_ids,
+      ${EVENTS_WRITTEN}`;
 }

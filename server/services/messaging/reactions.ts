@@ -7,7 +7,8 @@
 // statement after the token check, with its event (`reaction.added`, `reaction.removed`).
 import { sql } from "drizzle-orm";
 import { runStatement } from "../../../db/prepared.ts";
-import { messageReactions, messages, streamEvents } from "../../../db/schema/index.ts";
+import { messageReactions, messages } from "../../../db/schema/index.ts";
+import { commitWithEvents, eventCte, EVENTS_WRITTEN } from "../../events/streams.ts";
 import type { Deps } from "../../deps.ts";
 import { forbidden, invalidField, notFound } from "../../errors.ts";
 import { MESSAGE_NOT_FOUND, postingRight, type MessageTarget } from "../../policy/places.ts";
@@ -25,7 +26,13 @@ function countOf(m: string, emoji: string) {
     where x.r->>'emoji' = ${emoji}::text), 0)`;
 }
 
-type ReactRow = ReaderViewRow & { found: number; may_post: boolean; fits: boolean; added: boolean };
+type ReactRow = ReaderViewRow & {
+  found: number;
+  may_post: boolean;
+  fits: boolean;
+  added: boolean;
+  events_written: number;
+};
 
 /** Adds the caller's reaction; reacting twice with the same emoji counts once. Answers the message as the caller reads it. */
 export async function addReaction(
@@ -39,9 +46,10 @@ export async function addReaction(
   const at = now.toISOString();
   const { stream, scope } = eventHead(place);
   const has = sql`m.reactions @> jsonb_build_array(jsonb_build_object('emoji', ${emoji}::text))`;
-  const row = await runStatement<ReactRow>(
-    deps.db,
-    sql`with ${targetCte(userId, place, messageId, now, sql`for no key update`)},
+  const row = await commitWithEvents(deps, () =>
+    runStatement<ReactRow>(
+      deps.db,
+      sql`with ${targetCte(userId, place, messageId, now, sql`for no key update`)},
     allowed as (select m.* from target m where exists (${postingRight({ userId }, place, now)})),
     fits as (select m.id from allowed m where ${has} or jsonb_array_length(m.reactions) < ${MAX_REACTION_EMOJI}::integer),
     added as (insert into ${messageReactions} (message_id, emoji, user_id, created_at)
@@ -55,28 +63,28 @@ export async function addReaction(
         else m.reactions || jsonb_build_array(jsonb_build_object('emoji', ${emoji}::text, 'count', 1)) end
       where m.id in (select message_id from added)
       returning m.*),
-    event as (insert into ${streamEvents} (stream, payload, created_at)
-      select ${stream}, jsonb_build_object('type', 'reaction.added', 'scope', ${scope}::jsonb,
+    ${eventCte(sql`select ${stream}, jsonb_build_object('type', 'reaction.added', 'scope', ${scope}::jsonb,
           'data', jsonb_build_object('message_id', c.id, 'emoji', ${emoji}::text, 'user_id', ${userId}::integer,
             'count', ${countOf("c", emoji)})),
         ${at}::timestamptz
-      from counted c),
+      from counted c`)},
     shown as (select * from counted union all select * from target where not exists (select 1 from counted))
     select (select count(*) from target)::integer as found,
       exists (select 1 from allowed) as may_post,
       exists (select 1 from fits) as fits,
       exists (select 1 from added) as added,
-      ${readerViewColumns(deps, userId, place)}`,
+      ${readerViewColumns(deps, userId, place)},
+      ${EVENTS_WRITTEN}`,
+    ),
   );
   if (!row || row.found === 0) throw notFound(MESSAGE_NOT_FOUND);
   if (!row.may_post) throw forbidden("Join the channel to react in it.");
   if (!row.fits) throw invalidField("emoji", `A message can have at most ${MAX_REACTION_EMOJI} different reactions.`);
-  if (row.added) deps.relay.wake();
   // The statement's own insert is not in its snapshot: the caller has the emoji now.
   return readerRecord(deps, row, { mine: [...new Set([...(row.mine ?? []), emoji])] });
 }
 
-type UnreactRow = { found: number; removed: boolean };
+type UnreactRow = { found: number; removed: boolean; events_written: number };
 
 /** Removes the caller's reaction; removing one they do not have is done too. */
 export async function removeReaction(
@@ -89,9 +97,10 @@ export async function removeReaction(
   const now = deps.clock.now();
   const at = now.toISOString();
   const { stream, scope } = eventHead(place);
-  const row = await runStatement<UnreactRow>(
-    deps.db,
-    sql`with ${targetCte(userId, place, messageId, now, sql`for no key update`)},
+  const row = await commitWithEvents(deps, () =>
+    runStatement<UnreactRow>(
+      deps.db,
+      sql`with ${targetCte(userId, place, messageId, now, sql`for no key update`)},
     removed as (delete from ${messageReactions}
       where message_id in (select id from target) and emoji = ${emoji}::text and user_id = ${userId}::integer
       returning message_id),
@@ -101,16 +110,16 @@ export async function removeReaction(
           where not (x.r->>'emoji' = ${emoji}::text and (x.r->>'count')::integer <= 1)), '[]'::jsonb)
       where m.id in (select message_id from removed)
       returning m.*),
-    event as (insert into ${streamEvents} (stream, payload, created_at)
-      select ${stream}, jsonb_build_object('type', 'reaction.removed', 'scope', ${scope}::jsonb,
+    ${eventCte(sql`select ${stream}, jsonb_build_object('type', 'reaction.removed', 'scope', ${scope}::jsonb,
           'data', jsonb_build_object('message_id', c.id, 'emoji', ${emoji}::text, 'user_id', ${userId}::integer,
             'count', ${countOf("c", emoji)})),
         ${at}::timestamptz
-      from counted c)
-    select (select count(*) from target)::integer as found, exists (select 1 from removed) as removed`,
+      from counted c`)}
+    select (select count(*) from target)::integer as found, exists (select 1 from removed) as removed,
+      ${EVENTS_WRITTEN}`,
+    ),
   );
   if (!row || row.found === 0) throw notFound(MESSAGE_NOT_FOUND);
-  if (row.removed) deps.relay.wake();
 }
 
 export type ReactionList = { emoji: string; count: number; user_ids: number[] }[];

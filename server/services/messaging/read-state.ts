@@ -13,13 +13,12 @@ import {
   channels,
   conversationReadStates,
   messages,
-  streamEvents,
   workspaceMembers,
 } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
 import type { PlaceCounts, UnreadSummary } from "../../records/read-state.ts";
 import { forbidden, invalidField, notFound } from "../../errors.ts";
-import { streams } from "../../events/streams.ts";
+import { commitWithEvents, eventCte, EVENTS_WRITTEN, streams } from "../../events/streams.ts";
 import {
   CHANNEL_NOT_FOUND,
   CONVERSATION_NOT_FOUND,
@@ -47,6 +46,7 @@ type Row = {
   last_read_message_id: string | null;
   unread_count: number | null;
   mention_count: number | null;
+  events_written: number;
 };
 
 /** How the place's read-state row, its counts and its event scope are written in SQL. */
@@ -96,9 +96,10 @@ export async function moveReadPosition(
     direction === "read"
       ? sql`(s.last_read_message_id is null or s.last_read_message_id < t.id)`
       : sql`s.last_read_message_id is distinct from ${next}`;
-  const row = await runStatement<Row>(
-    deps.db,
-    sql`with readable as (${readingRight(userId, place, now)}),
+  const row = await commitWithEvents(deps, () =>
+    runStatement<Row>(
+      deps.db,
+      sql`with readable as (${readingRight(userId, place, now)}),
     kept as (select s.last_read_message_id, s.muted from ${p.table} s
       where ${p.row} and exists (select 1 from readable)),
     target as (select m.id from ${messages} m
@@ -111,8 +112,7 @@ export async function moveReadPosition(
       else (select last_read_message_id from kept) end as id, exists (select 1 from moved) as moved),
     counts as (select n.id, ${p.unread(sql`n.id`)} as unread_count, ${p.mentions(sql`n.id`)} as mention_count
       from now_at n where exists (select 1 from target) and exists (select 1 from kept)),
-    event as (insert into ${streamEvents} (stream, payload, created_at)
-      select ${streams.user(userId)}, jsonb_build_object('type', 'read.updated', 'scope', ${p.scope}::jsonb,
+    ${eventCte(sql`select ${streams.user(userId)}, jsonb_build_object('type', 'read.updated', 'scope', ${p.scope}::jsonb,
           'data', jsonb_build_object('last_read_message_id', c.id, 'unread_count', c.unread_count,
             'mention_count', c.mention_count),
           -- For the push consumer: this read lowered the badge (a silent badge update is due).
@@ -120,16 +120,17 @@ export async function moveReadPosition(
           'lowers_badge', not (select muted from moved)
             and ${p.mentions(sql`(select last_read_message_id from kept)`)} > c.mention_count),
         ${at}::timestamptz
-      from counts c where exists (select 1 from moved))
+      from counts c where exists (select 1 from moved)`)}
     select exists (select 1 from readable) as readable, exists (select 1 from kept) as kept,
       exists (select 1 from target) as found, (select moved from now_at) as moved,
       (select id from counts) as last_read_message_id, (select unread_count from counts) as unread_count,
-      (select mention_count from counts) as mention_count`,
+      (select mention_count from counts) as mention_count,
+      ${EVENTS_WRITTEN}`,
+    ),
   );
   if (!row?.readable) throw notFound(p.notFound);
   if (!row.found) throw invalidField("message_id", NOT_A_MESSAGE_HERE);
   if (!row.kept) throw forbidden("Join the channel to keep a read position in it.");
-  if (row.moved) deps.relay.wake();
   return {
     last_read_message_id: row.last_read_message_id,
     unread_count: row.unread_count ?? 0,

@@ -15,7 +15,6 @@ import type { Deps } from "../../deps.ts";
 import { streams, writeWithEvents, type EventEntry } from "../../events/streams.ts";
 import { defineJob } from "../../jobs/definition.ts";
 import { enqueueJob } from "../../jobs/outbox.ts";
-import { purgeDeletedFilesSoon } from "../files/purge-deleted.ts";
 
 /** How long before its expiry a room's subscribers are warned. */
 export const EXPIRING_NOTICE_MS = 10 * 60_000;
@@ -53,7 +52,7 @@ const roomEvent = (roomId: string, entry: Pick<EventEntry, "type" | "data">): Ev
  * job of an expiry an extension moved does nothing). Resolves with whether it closed it.
  */
 export async function closeRoom(deps: Deps, roomId: string, expiresAt?: number): Promise<boolean> {
-  const closed = await writeWithEvents(deps, async (tx, emit) => {
+  return writeWithEvents(deps, async (tx, emit) => {
     const [room] = await tx.select().from(rooms).where(eq(rooms.id, roomId)).for("update");
     if (!room || room.expiresAt > deps.clock.now()) return false;
     if (expiresAt !== undefined && room.expiresAt.getTime() !== expiresAt) return false;
@@ -61,8 +60,6 @@ export async function closeRoom(deps: Deps, roomId: string, expiresAt?: number):
     emit(roomEvent(roomId, { type: "room.expired", data: { room_id: roomId } }));
     return true;
   });
-  if (closed) purgeDeletedFilesSoon(deps);
-  return closed;
 }
 
 /** The warning, 10 minutes ahead: sent when that expiry still holds. */

@@ -18,7 +18,6 @@ import { newId } from "../../ids.ts";
 import { toChannelMemberRecord, toChannelRecord } from "../../records/workspace.ts";
 import { isChannelMember, requireVisibleChannel } from "../../policy/places.ts";
 import { hashPassword } from "../accounts/passwords.ts";
-import { purgeDeletedFilesSoon } from "../files/purge-deleted.ts";
 import { canManage, requireManager, requireManagerRole, requireMember } from "../../policy/workspaces.ts";
 import { channelMentionCount, channelStartPosition, channelUnreadCount } from "../messaging/unread-counts.ts";
 import { workspaceEvent } from "./events.ts";
@@ -175,7 +174,6 @@ export async function deleteChannel(deps: Deps, userId: number, workspaceId: str
     await tx.delete(channels).where(eq(channels.id, channel.id));
     emit(workspaceEvent(workspaceId, "channel.deleted", { channel_id: channel.id }, channelAudience(channel)));
   });
-  purgeDeletedFilesSoon(deps);
 }
 
 /** Joins a public channel (its password when it has one); a private one only by being added. */
