@@ -50,6 +50,16 @@ export interface EventBus {
   close(): Promise<void>;
 }
 
+/**
+ * Subscribes `listener` to `topic` (resolving once it listens) and answers how to unsubscribe
+ * it: for a holder of few, long subscriptions (a process's own watches); a live subscription of
+ * a connection keeps its listener and calls `unsubscribe` itself instead.
+ */
+export async function listen(bus: EventBus, topic: string, listener: Listener): Promise<() => void> {
+  await bus.subscribe(topic, listener);
+  return () => bus.unsubscribe(topic, listener);
+}
+
 export class InProcessEventBus implements EventBus {
   private readonly emitter = new EventEmitter().setMaxListeners(0);
 

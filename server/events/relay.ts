@@ -25,7 +25,7 @@ import type { Clock } from "../clock.ts";
 import { oncePer, type Logger } from "../logger.ts";
 import { RunLoop } from "../run-loop.ts";
 import { toLoggedEvent, type ConsumerKit, type LoggedEvent } from "../consumers/kit.ts";
-import type { EventBus } from "./bus.ts";
+import { listen, type EventBus } from "./bus.ts";
 import { EVENT_RETENTION_MS, RELAY_NOTIFY_CHANNEL, toBusEvent, type BusEvent } from "./streams.ts";
 
 /** Any fixed number: the advisory lock the relay holds while it is the publisher. */
@@ -232,8 +232,7 @@ export class EventRelay {
       if (this.closed) return await this.stepDown();
       this.leading = true;
       this.lastPositioned = undefined;
-      const wake = () => this.runs.request();
-      await this.deps.events.subscribe(RELAY_WAKE_TOPIC, wake);
+      const unsubscribe = await listen(this.deps.events, RELAY_WAKE_TOPIC, () => this.runs.request());
       const unlisten = await this.deps.database
         .listen(RELAY_NOTIFY_CHANNEL, () => this.runs.request())
         .catch((error: unknown) => {
@@ -244,7 +243,7 @@ export class EventRelay {
           return async () => {};
         });
       this.unsubscribeWake = () => {
-        this.deps.events.unsubscribe(RELAY_WAKE_TOPIC, wake);
+        unsubscribe();
         void unlisten().catch(() => {});
       };
       this.deps.logger.debug("event relay: this process publishes live events");

@@ -25,7 +25,7 @@ import type { Database } from "../../../db/client.ts";
 import type { AccessToken, User } from "../../../db/schema/index.ts";
 import type { Clock } from "../../clock.ts";
 import type { Logger } from "../../logger.ts";
-import type { EventBus } from "../../events/bus.ts";
+import { listen, type EventBus } from "../../events/bus.ts";
 import { streams, type BusEvent } from "../../events/streams.ts";
 import { hashToken, liveTokenIds } from "./tokens.ts";
 
@@ -97,9 +97,8 @@ export class CredentialWatch {
       this.forgetSignIns([userId]);
       if (type === "session.revoked") void this.recheck((holder) => holder.credential.userId === userId);
     };
-    await events.subscribe(streams.sessions, heard);
     this.cleanups.push(
-      () => events.unsubscribe(streams.sessions, heard),
+      await listen(events, streams.sessions, heard),
       // Revocations published while the bus was away were missed: nothing remembered is kept.
       this.deps.events.onDisconnected(() => this.forgetAll()),
       this.deps.events.onResubscribed(() => {

@@ -10,7 +10,7 @@
 import type { Redis } from "ioredis";
 import type { Database } from "../../../db/client.ts";
 import type { Clock } from "../../clock.ts";
-import type { EventBus } from "../../events/bus.ts";
+import { listen, type EventBus } from "../../events/bus.ts";
 import { streams, type BusEvent } from "../../events/streams.ts";
 import type { Logger } from "../../logger.ts";
 import { workspaceIdsOf } from "../../policy/people.ts";
@@ -125,10 +125,8 @@ export class Presence {
     });
     this.live.start();
     this.flushTimer = setInterval(() => void this.flushLastSeen(), LAST_SEEN_FLUSH_MS).unref();
-    const heard = (message: unknown) => this.heard(message);
-    await events.subscribe(streams.presence, heard);
     this.cleanups.push(
-      () => events.unsubscribe(streams.presence, heard),
+      await listen(events, streams.presence, (message) => this.heard(message)),
       // Messages published while the bus was away never arrived: read again what watchers show.
       events.onResubscribed(() => void this.refreshWatched()),
     );
@@ -480,11 +478,9 @@ export class PresenceWatch {
       }
     for (const topic of wanted) {
       if (this.topics.has(topic) || this.closed) continue;
-      const listener = (message: unknown) => {
+      const unsubscribe = await listen(events, topic, (message) => {
         if (!this.closed && changesWhomTheySee((message as BusEvent).event, this)) this.scheduleRecheck();
-      };
-      await events.subscribe(topic, listener);
-      const unsubscribe = () => events.unsubscribe(topic, listener);
+      });
       if (this.closed) unsubscribe();
       else this.topics.set(topic, unsubscribe);
     }
