@@ -4,7 +4,7 @@ import { z } from "zod";
 import { idPattern } from "../server/ids.ts";
 import { dataOf, listOf, listResponse } from "../server/records/common.ts";
 import { deliveryRecord, outboundWebhookRecord } from "../server/records/outbound-webhook.ts";
-import { OUTBOUND_EVENTS, type OutboundEvent } from "../server/services/outbound/events.ts";
+import { OUTBOUND_EVENTS, type OutboundEvent } from "../server/services/outbound-webhooks/events.ts";
 import {
   createOutboundWebhook,
   deleteOutboundWebhook,
@@ -12,7 +12,7 @@ import {
   listOutboundWebhooks,
   sendTestDelivery,
   updateOutboundWebhook,
-} from "../server/services/outbound/manage.ts";
+} from "../server/services/outbound-webhooks/manage.ts";
 import { authedProcedure, router } from "../server/trpc.ts";
 import { booleanInput, httpUrlInput } from "./inputs.ts";
 

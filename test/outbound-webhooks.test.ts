@@ -7,7 +7,7 @@ import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { outboundDeliveries, outboundDeliveryAttempts, outboundWebhooks } from "../db/schema/index.ts";
 import { retryDelayMs } from "../server/jobs/backoff.ts";
-import { DELIVERY_BACKOFF, deliverMany, recordAttempts } from "../server/services/outbound/deliver.ts";
+import { DELIVERY_BACKOFF, deliverMany, recordAttempts } from "../server/services/outbound-webhooks/deliver.ts";
 import { restClient, type RestClient } from "./helpers/api.ts";
 import { createWorkspaceWithGeneral, registerUser, type RegisteredUser } from "./helpers/factories.ts";
 import { world } from "./helpers/live.ts";

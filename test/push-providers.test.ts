@@ -16,7 +16,7 @@ import type {
   PushProviderName,
   PushSend,
 } from "../server/services/push/provider.ts";
-import { parseRetryAfter } from "../server/outbound-http.ts";
+import { parseRetryAfter } from "../server/provider-http.ts";
 import { createPushProviders } from "../server/services/push/providers/index.ts";
 import {
   startFakeApns,

@@ -220,7 +220,9 @@ describe("a channel message", () => {
       );
       return response.body.data[0] as { id: string; translation: { status: string; content: string | null } };
     };
+    // Each language is settled on its own: wait for both.
     await until(async () => ((await thread(zh)).translation.status === "done" ? true : undefined), "zh reply");
+    await until(async () => ((await thread(t.reader)).translation.status === "done" ? true : undefined), "ja reply");
     expect((await thread(zh)).translation).toMatchObject({ status: "done", content: `[zh-CN] ${text}` });
     expect((await thread(t.reader)).translation).toMatchObject({ status: "done", content: `[ja] ${text}` });
     expect(

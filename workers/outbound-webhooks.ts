@@ -1,10 +1,10 @@
 // Outbound-webhooks queue processor: one job per attempt of a delivery; the jobs that arrive
-// together go in one batch (server/services/outbound/deliver.ts does the work).
+// together go in one batch (server/services/outbound-webhooks/deliver.ts does the work).
 import type { Deps } from "../server/deps.ts";
 import { Batcher } from "../server/jobs/batcher.ts";
 import { jobHandler, type JobHandlers } from "../server/jobs/definition.ts";
-import { DELIVERY_BATCH, deliverMany } from "../server/services/outbound/deliver.ts";
-import { outboundJobs, type DeliverPayload } from "../server/services/outbound/jobs.ts";
+import { DELIVERY_BATCH, deliverMany } from "../server/services/outbound-webhooks/deliver.ts";
+import { outboundJobs, type DeliverPayload } from "../server/services/outbound-webhooks/jobs.ts";
 
 export function outboundWebhookHandlers(deps: Deps): JobHandlers {
   const batcher = new Batcher<DeliverPayload>((payloads) => deliverMany(deps, payloads), DELIVERY_BATCH);

@@ -15,7 +15,7 @@ export const outboundWebhooks = pgTable(
       .notNull()
       .references(() => workspaces.id, { onDelete: "cascade" }),
     url: text("url").notNull(),
-    /** The event types it receives (server/services/outbound/events.ts). */
+    /** The event types it receives (server/services/outbound-webhooks/events.ts). */
     events: text("events").array().notNull(),
     isActive: boolean("is_active").notNull().default(true),
     secretSealed: text("secret_sealed").notNull(),

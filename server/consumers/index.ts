@@ -8,7 +8,7 @@ import { translationEnabled } from "../services/translation/readers.ts";
 import type { FileStorage } from "../storage/file-storage.ts";
 import { filePurgeConsumer } from "./file-purge.ts";
 import { ConsumerKit, type Consumer } from "./kit.ts";
-import { outboundConsumer } from "./outbound.ts";
+import { outboundConsumer } from "./outbound-webhooks.ts";
 import { pushConsumer } from "./push.ts";
 import { readPositionsConsumer } from "./read-positions.ts";
 import { searchConsumer } from "./search.ts";

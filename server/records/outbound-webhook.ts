@@ -7,7 +7,7 @@ import {
   type OutboundWebhook,
 } from "../../db/schema/index.ts";
 import { isoTimestamp } from "../clock.ts";
-import { OUTBOUND_EVENTS, type OutboundEvent } from "../services/outbound/events.ts";
+import { OUTBOUND_EVENTS, type OutboundEvent } from "../services/outbound-webhooks/events.ts";
 import { timestamp } from "./common.ts";
 
 export const outboundWebhookRecord = z

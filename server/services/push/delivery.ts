@@ -13,7 +13,7 @@ import type { Deps } from "../../deps.ts";
 import { retryDelayMs, type Backoff } from "../../jobs/backoff.ts";
 import type { JobDefinition } from "../../jobs/definition.ts";
 import { enqueueJob } from "../../jobs/outbox.ts";
-import { mapLimit } from "../../outbound-http.ts";
+import { mapLimit } from "../../provider-http.ts";
 import { openStored, SEALED } from "../keys/sealed-values.ts";
 import { totalMentions } from "../messaging/unread-counts.ts";
 import { doNotDisturb } from "../presence/settings.ts";

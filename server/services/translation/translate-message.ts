@@ -23,7 +23,7 @@ import type { EventEntry } from "../../events/streams.ts";
 import { writeWithEvents } from "../../events/streams.ts";
 import { retryDelayMs, type Backoff } from "../../jobs/backoff.ts";
 import { enqueueJob } from "../../jobs/outbox.ts";
-import { mapLimit } from "../../outbound-http.ts";
+import { mapLimit } from "../../provider-http.ts";
 import { messageStream } from "../../policy/places.ts";
 import { proseOf, reassemble, splitForTranslation } from "./protect.ts";
 import { TranslationProviderError, type Translated, type TranslationProvider } from "./provider.ts";

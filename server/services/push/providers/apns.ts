@@ -9,7 +9,7 @@ import tls from "node:tls";
 import { SignJWT } from "jose";
 import type { Clock } from "../../../clock.ts";
 import { oncePer, type Logger } from "../../../logger.ts";
-import { describeRequestError, mapLimit, parseJson, parseRetryAfter } from "../../../outbound-http.ts";
+import { describeRequestError, mapLimit, parseJson, parseRetryAfter } from "../../../provider-http.ts";
 import { badgeUpdateData, type PushOutcome, type PushProvider, type PushSend } from "../provider.ts";
 import { PUSH_REQUEST_TIMEOUT_MS, PushTimeoutError, retryAll, retryOutcome, type ClientOptions } from "./http.ts";
 

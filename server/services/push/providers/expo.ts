@@ -4,7 +4,7 @@
 // its recipient's `badge`; a silent badge update is a message with a badge and no title or body.
 import type { Clock } from "../../../clock.ts";
 import { oncePer, type Logger } from "../../../logger.ts";
-import { describeRequestError, parseJson, parseRetryAfter, postWithTimeout } from "../../../outbound-http.ts";
+import { describeRequestError, parseJson, parseRetryAfter, postWithTimeout } from "../../../provider-http.ts";
 import { badgeUpdateData, type PushOutcome, type PushProvider, type PushSend } from "../provider.ts";
 import { PUSH_REQUEST_TIMEOUT_MS, retryAll, retryOutcome, scrubToken, type ClientOptions } from "./http.ts";
 

@@ -7,7 +7,7 @@ import { SignJWT } from "jose";
 import * as oidc from "openid-client";
 import type { Clock } from "../../../clock.ts";
 import { oncePer, type Logger } from "../../../logger.ts";
-import { describeRequestError, mapLimit, parseJson, parseRetryAfter, postWithTimeout } from "../../../outbound-http.ts";
+import { describeRequestError, mapLimit, parseJson, parseRetryAfter, postWithTimeout } from "../../../provider-http.ts";
 import { badgeUpdateData, type PushOutcome, type PushProvider, type PushSend } from "../provider.ts";
 import { PUSH_REQUEST_TIMEOUT_MS, retryAll, retryOutcome, scrubToken, type ClientOptions } from "./http.ts";
 

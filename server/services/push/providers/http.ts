@@ -1,6 +1,6 @@
 // Small pieces the three push clients share: the request timeout, "retry" outcomes, and a
 // provider's text with the push token taken out. The generic HTTP pieces (Retry-After,
-// postWithTimeout, describeRequestError, mapLimit) are in server/outbound-http.ts.
+// postWithTimeout, describeRequestError, mapLimit) are in server/provider-http.ts.
 import type { PushOutcome, PushSend } from "../provider.ts";
 
 /** Every request to a push service gives up after this long (then: "retry"). */

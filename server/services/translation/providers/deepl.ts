@@ -14,7 +14,7 @@ import {
   type TextResult,
 } from "deepl-node";
 import type { Language } from "../../../../db/schema/index.ts";
-import { DEFAULT_REQUEST_TIMEOUT_MS, describeRequestError, redactSecrets } from "../../../outbound-http.ts";
+import { DEFAULT_REQUEST_TIMEOUT_MS, describeRequestError, redactSecrets } from "../../../provider-http.ts";
 import {
   TranslationProviderError,
   type TranslateRequest,

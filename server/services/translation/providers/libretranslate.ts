@@ -10,7 +10,7 @@ import {
   parseRetryAfter,
   postWithTimeout,
   redactSecrets,
-} from "../../../outbound-http.ts";
+} from "../../../provider-http.ts";
 import {
   TranslationProviderError,
   type TranslateRequest,

@@ -10,7 +10,7 @@ import dns from "node:dns";
 import http from "node:http";
 import https from "node:https";
 import net from "node:net";
-import { parseIpAddress } from "../ip-address.ts";
+import { parseIpAddress } from "./ip-address.ts";
 
 /** A target the guard refuses; `message` is safe to show to the webhook's owner and to store (e.g. "127.0.0.1 is a loopback address"). */
 export class RefusedTargetError extends Error {

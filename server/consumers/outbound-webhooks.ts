@@ -10,8 +10,8 @@ import { outboundDeliveries, outboundWebhooks } from "../../db/schema/index.ts";
 import { isoTimestamp, type Clock } from "../clock.ts";
 import { newId } from "../ids.ts";
 import { enqueueJobs } from "../jobs/outbox.ts";
-import { deliveryBody, OUTBOUND_EVENTS, outboundWorkspaceOf } from "../services/outbound/events.ts";
-import { deliverJobId, outboundJobs } from "../services/outbound/jobs.ts";
+import { deliveryBody, OUTBOUND_EVENTS, outboundWorkspaceOf } from "../services/outbound-webhooks/events.ts";
+import { deliverJobId, outboundJobs } from "../services/outbound-webhooks/jobs.ts";
 import type { BatchResult, Consumer, CursorMove, LoggedEvent } from "./kit.ts";
 
 export function outboundConsumer(deps: { db: Database; clock: Clock }): Consumer {

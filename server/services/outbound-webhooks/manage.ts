@@ -19,7 +19,7 @@ import { streams, writeWithEvents } from "../../events/streams.ts";
 import type { Deps } from "../../deps.ts";
 import { invalidField, notFound } from "../../errors.ts";
 import { newId } from "../../ids.ts";
-import { checkTarget, RefusedTargetError } from "../../outbound/guard.ts";
+import { checkTarget, RefusedTargetError } from "../../ssrf-guard.ts";
 import { LOG_PAGE_DEFAULT, pageOf, type LogPage } from "../../records/common.ts";
 import {
   toDeliveryRecord,

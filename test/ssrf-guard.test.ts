@@ -1,4 +1,4 @@
-// The SSRF guard for outbound webhooks (server/outbound/guard.ts): which addresses are refused,
+// The SSRF guard for outbound webhooks (server/ssrf-guard.ts): which addresses are refused,
 // the check when a URL is saved, and the guarded POST: refused targets are never connected to
 // (the local receivers below count every connection and request), the connect-time DNS check,
 // no redirects, one timeout, a bounded response body and keep-alive reuse.
@@ -14,7 +14,7 @@ import {
   isPublicAddress,
   refusalOf,
   RefusedTargetError,
-} from "../server/outbound/guard.ts";
+} from "../server/ssrf-guard.ts";
 
 type Local = {
   port: number;

@@ -19,8 +19,8 @@ import {
 import type { Deps } from "../../deps.ts";
 import { retryDelayMs, type Backoff } from "../../jobs/backoff.ts";
 import { enqueueJobs } from "../../jobs/outbox.ts";
-import { DEFAULT_REQUEST_TIMEOUT_MS, describeRequestError } from "../../outbound-http.ts";
-import { guardedPost, RefusedTargetError } from "../../outbound/guard.ts";
+import { DEFAULT_REQUEST_TIMEOUT_MS, describeRequestError } from "../../provider-http.ts";
+import { guardedPost, RefusedTargetError } from "../../ssrf-guard.ts";
 import { openStored, SEALED } from "../keys/sealed-values.ts";
 import { signWebhookBody } from "../webhooks/signature.ts";
 import { deliverJobId, outboundJobs, type DeliverPayload } from "./jobs.ts";
