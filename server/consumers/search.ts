@@ -7,8 +7,8 @@
 // and channel deletion take their messages' rows with them (a foreign key's cascade). What
 // existed before the consumer did is indexed by its backfill (services/search/backfill.ts).
 import { sql } from "drizzle-orm";
-import { rowsOf, type Database } from "../../db/client.ts";
-import { arrayParam } from "../../db/prepared.ts";
+import type { Database } from "../../db/client.ts";
+import { arrayParam, runStatement } from "../../db/prepared.ts";
 import { messageSearch } from "../../db/schema/index.ts";
 import type { MessageRecord } from "../records/message.ts";
 import { backfillSearchStep } from "../services/search/backfill.ts";
@@ -86,8 +86,10 @@ export function searchConsumer(deps: { db: Database }): Consumer {
       // Rows this batch writes are kept by its deletes (the two would touch one row in one statement).
       const written = texts.map((text) => `${text.messageId} ${text.source}`);
       const touched = [...gone, ...contentGone, ...translationsGone, ...pairsGone.map((pair) => pair.split(" ")[0]!)];
-      const [row] = rowsOf<{ moved: number; jobs: number }>(
-        await deps.db.execute(sql`
+      // Prepared: the same text for every batch (each list is one parameter), planned once.
+      const row = await runStatement<{ moved: number; jobs: number }>(
+        deps.db,
+        sql`
           with ${move.cte},
           removed as (delete from ${messageSearch} s
             where exists (select 1 from moved) and s.message_id = any(${arrayParam(touched)}::text[]) and (
@@ -98,7 +100,7 @@ export function searchConsumer(deps: { db: Database }): Consumer {
               or s.message_id || ' ' || s.source = any(${arrayParam(pairsGone)}::text[]))
             returning 1),
           written as (${insertSearchRows(texts, { onConflict: "replace", guard: sql`exists (select 1 from moved)` })})
-          select (select count(*) from moved)::integer as moved, 0 as jobs`),
+          select (select count(*) from moved)::integer as moved, 0 as jobs`,
       );
       return batchResultOf(row);
     },
