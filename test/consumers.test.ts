@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest";
 import { rowsOf, type Database } from "../db/client.ts";
 import { statementScope } from "../db/statement-count.ts";
 import type { LoggedEvent } from "../server/consumers/kit.ts";
+import { outboundConsumer } from "../server/consumers/outbound-webhooks.ts";
 import { pushConsumer } from "../server/consumers/push.ts";
 import { attachments } from "../db/schema/index.ts";
 import { eq } from "drizzle-orm";
@@ -199,7 +200,11 @@ describe("the file purge", () => {
     // With a file: the event says so, and the bytes leave storage without the maintenance job.
     const fileId = await stage(owner);
     const [row] = await db.select().from(attachments).where(eq(attachments.id, fileId));
-    const withFile = await ctx.api.post(messagesPath, { content: "", attachment_ids: [fileId] }, { token: owner.token });
+    const withFile = await ctx.api.post(
+      messagesPath,
+      { content: "", attachment_ids: [fileId] },
+      { token: owner.token },
+    );
     expect(withFile.status).toBe(201);
     expect((await ctx.api.delete(`${messagesPath}/${withFile.body.data.id}`, { token: owner.token })).status).toBe(204);
     const [event] = rowsOf<{ deletes_files: boolean }>(
@@ -215,5 +220,59 @@ describe("the file purge", () => {
         ),
       "the deleted message's file to leave storage",
     );
+  });
+});
+
+describe("the outbound consumer", () => {
+  it("writes a batch's deliveries and their jobs in one statement with its cursor; a batch no webhook asked for costs none", async () => {
+    const owner = await registerUser(ctx.api);
+    const place = await createWorkspaceWithGeneral(ctx.api, owner);
+    const other = await createWorkspaceWithGeneral(ctx.api, owner);
+    const hook = await ctx.api.post(
+      `/api/v1/workspaces/${place.workspaceId}/outbound-webhooks`,
+      { url: "http://127.0.0.1:9/never-called", events: ["message.created"] },
+      { token: owner.token },
+    );
+    expect(hook.status).toBe(201);
+    const { deps } = ctx.server.app;
+    // In a transaction rolled back at the end: no delivery of these made-up events is ever sent.
+    await deps.db
+      .transaction(async (tx) => {
+        const consumer = outboundConsumer({ db: tx as unknown as Database, clock: deps.clock });
+        await consumer.refresh?.();
+        const move = { cte: sql`moved as (select 1)`, inTransaction: async () => true };
+        const counter = statementsOf(ctx.server);
+        const perMessage: number[] = [];
+        for (const size of [1, 10, 100]) {
+          const scope = `outbound-batch-${size}-${Math.random()}`;
+          const mark = counter.total();
+          const events = createdEvents(size, place, owner.id);
+          const result = await statementScope(scope, () => consumer.handle(events, move));
+          expect(result).toEqual({ wrote: "jobs" });
+          perMessage.push(counter.inScope(scope, mark).count / size);
+          const [written] = rowsOf<{ deliveries: number; jobs: number }>(
+            await tx.execute(sql`select
+              (select count(*) from outbound_deliveries where webhook_id = ${hook.body.data.id}
+                and event_position = any(${`{${events.map((event) => event.position).join(",")}}`}::bigint[])
+                and created_at >= now() - interval '1 minute')::integer as deliveries,
+              (select count(*) from job_outbox where name = 'outbound.deliver'
+                and payload->>'deliveryId' in (select id from outbound_deliveries where webhook_id = ${hook.body.data.id}))::integer as jobs`),
+          );
+          expect(written!.deliveries).toBeGreaterThanOrEqual(size);
+          expect(written!.jobs).toBe(written!.deliveries);
+        }
+        expect(perMessage).toEqual([1, 1 / 10, 1 / 100]);
+
+        // Events of a workspace without a webhook: nothing, and not a statement.
+        const scope = `outbound-none-${Math.random()}`;
+        const mark = counter.total();
+        const result = await statementScope(scope, () => consumer.handle(createdEvents(5, other, owner.id), move));
+        expect(result).toBe("nothing");
+        expect(counter.inScope(scope, mark).count).toBe(0);
+        tx.rollback();
+      })
+      .catch((error: unknown) => {
+        if (!(error instanceof Error) || !error.message.includes("Rollback")) throw error;
+      });
   });
 });

@@ -1,101 +1,95 @@
 // The outbound consumer: turns the workspace events of the log into outbound webhook deliveries.
 // For each event, a delivery and its first job for each active webhook of its workspace that
-// asked for its type (and existed when it happened), in one transaction with the cursor. It
-// keeps in memory which workspaces have an active webhook (reloaded when one changes, through
-// the `outbound.webhooks_changed` event), so a batch of events of workspaces without one costs
-// no statement at all.
-import { and, eq, inArray, sql } from "drizzle-orm";
+// asked for its type (and existed when it happened), in one statement with the cursor. It keeps
+// the active webhooks in memory (reloaded when one changes, through the
+// `outbound.webhooks_changed` event, before the batch that carries it is handled), so a batch
+// of events that no webhook asked for costs no statement at all.
+import { sql } from "drizzle-orm";
 import { rowsOf, type Database } from "../../db/client.ts";
-import { outboundDeliveries, outboundWebhooks } from "../../db/schema/index.ts";
+import { arrayParam, runStatement } from "../../db/prepared.ts";
+import { jobOutbox, outboundDeliveries, outboundWebhooks } from "../../db/schema/index.ts";
 import { isoTimestamp, type Clock } from "../clock.ts";
 import { newId } from "../ids.ts";
-import { enqueueJobs } from "../jobs/outbox.ts";
 import { deliveryBody, OUTBOUND_EVENTS, outboundWorkspaceOf } from "../services/outbound-webhooks/events.ts";
 import { deliverJobId, outboundJobs } from "../services/outbound-webhooks/jobs.ts";
-import type { BatchResult, Consumer, CursorMove, LoggedEvent } from "./kit.ts";
+import { batchResultOf, type BatchResult, type Consumer, type CursorMove, type LoggedEvent } from "./kit.ts";
+
+type ActiveWebhook = { id: string; workspace_id: string; events: string[]; created_at: Date };
 
 export function outboundConsumer(deps: { db: Database; clock: Clock }): Consumer {
-  let activeWorkspaces = new Set<string>();
+  /** The active webhooks, by workspace. */
+  let active = new Map<string, ActiveWebhook[]>();
   return {
     name: "outbound",
     types: new Set(OUTBOUND_EVENTS),
     refreshOn: new Set(["outbound.webhooks_changed"]),
     async refresh() {
-      const rows = rowsOf<{ workspace_id: string }>(
+      const rows = rowsOf<ActiveWebhook & { created_at: Date | string }>(
         await deps.db.execute(
-          sql`select distinct workspace_id from ${outboundWebhooks} where ${outboundWebhooks.isActive}`,
+          sql`select id, workspace_id, events, created_at from ${outboundWebhooks} where ${outboundWebhooks.isActive}`,
         ),
       );
-      activeWorkspaces = new Set(rows.map((row) => row.workspace_id));
+      active = new Map();
+      for (const row of rows) {
+        const webhook = { ...row, created_at: new Date(row.created_at) };
+        active.set(row.workspace_id, [...(active.get(row.workspace_id) ?? []), webhook]);
+      }
     },
     async handle(events: LoggedEvent[], move: CursorMove): Promise<BatchResult> {
-      const listened = events.flatMap((event) => {
+      // Each event for each active webhook of its workspace that asked for its type and existed then.
+      const matches = events.flatMap((event) => {
         const workspaceId = outboundWorkspaceOf(event.payload);
-        return workspaceId !== null && activeWorkspaces.has(workspaceId) ? [{ event, workspaceId }] : [];
+        if (workspaceId === null) return [];
+        return (active.get(workspaceId) ?? [])
+          .filter((webhook) => webhook.events.includes(event.payload.type) && event.createdAt >= webhook.created_at)
+          .map((webhook) => ({ event, workspaceId, webhook }));
       });
-      if (listened.length === 0) return "nothing";
-      return deps.db.transaction(async (tx): Promise<BatchResult> => {
-        if (!(await move.inTransaction(tx))) return "moved_elsewhere";
-        const webhooks = await tx
-          .select({
-            id: outboundWebhooks.id,
-            workspaceId: outboundWebhooks.workspaceId,
-            events: outboundWebhooks.events,
-            createdAt: outboundWebhooks.createdAt,
-          })
-          .from(outboundWebhooks)
-          .where(
-            and(
-              inArray(outboundWebhooks.workspaceId, [...new Set(listened.map(({ workspaceId }) => workspaceId))]),
-              eq(outboundWebhooks.isActive, true),
-            ),
-          );
-        // Each event for each active webhook of its workspace that asked for its type and existed then.
-        const matches = listened.flatMap(({ event, workspaceId }) =>
-          webhooks
-            .filter(
-              (webhook) =>
-                webhook.workspaceId === workspaceId &&
-                webhook.events.includes(event.payload.type) &&
-                event.createdAt >= webhook.createdAt,
-            )
-            .map((webhook) => ({ event, workspaceId, webhook })),
-        );
-        if (matches.length === 0) return { wrote: "rows" };
-        const now = deps.clock.now();
-        // Ids share the millisecond; sorted and handed out in event order, the log (by id) keeps that order.
-        const ids = matches.map(() => newId("delivery", now.getTime())).sort();
-        const deliveries = matches.map(
-          ({ event, workspaceId, webhook }, index): typeof outboundDeliveries.$inferInsert => ({
-            id: ids[index]!,
-            webhookId: webhook.id,
-            event: event.payload.type,
-            eventPosition: event.position,
-            body: deliveryBody({
-              id: ids[index]!,
-              event: event.payload.type,
-              createdAt: isoTimestamp(event.createdAt),
-              workspaceId,
-              data: event.payload.data,
-            }),
-            status: "pending",
-            attempts: 0,
-            nextAttemptAt: now,
-            createdAt: now,
-          }),
-        );
-        await tx.insert(outboundDeliveries).values(deliveries);
-        await enqueueJobs(
-          tx,
-          now,
-          outboundJobs.deliver,
-          deliveries.map(({ id }) => {
-            const payload = { deliveryId: id, attempt: 1 };
-            return { payload, jobId: deliverJobId(payload) };
-          }),
-        );
-        return { wrote: "jobs" };
-      });
+      if (matches.length === 0) return "nothing";
+      const now = deps.clock.now();
+      // Ids share the millisecond; sorted and handed out in event order, the log (by id) keeps that order.
+      const ids = matches.map(() => newId("delivery", now.getTime())).sort();
+      const bodies = matches.map(({ event, workspaceId }, index) =>
+        deliveryBody({
+          id: ids[index]!,
+          event: event.payload.type,
+          createdAt: isoTimestamp(event.createdAt),
+          workspaceId,
+          data: event.payload.data,
+        }),
+      );
+      const at = now.toISOString();
+      // Prepared: the same text for every batch (each list is one parameter), planned once. A
+      // webhook switched off or deleted since the last refresh gets no delivery (its change's
+      // event refreshes the list before the events after it are handled).
+      const row = await runStatement<{ moved: number; jobs: number }>(
+        deps.db,
+        sql`
+          with ${move.cte},
+          matched as (select * from unnest(${arrayParam(ids)}::text[],
+              ${arrayParam(matches.map(({ webhook }) => webhook.id))}::text[],
+              ${arrayParam(matches.map(({ event }) => event.payload.type))}::text[],
+              ${arrayParam(matches.map(({ event }) => event.position))}::bigint[],
+              ${arrayParam(bodies)}::text[],
+              ${arrayParam(ids.map((deliveryId) => deliverJobId({ deliveryId, attempt: 1 })))}::text[])
+            as v(id, webhook_id, event, position, body, job_id)),
+          deliveries as (
+            insert into ${outboundDeliveries} (id, webhook_id, event, event_position, body, status, attempts,
+              next_attempt_at, created_at)
+            select v.id, v.webhook_id, v.event, v.position, v.body, 'pending', 0, ${at}::timestamptz, ${at}::timestamptz
+            from matched v
+            where exists (select 1 from moved)
+              and exists (select 1 from ${outboundWebhooks} w where w.id = v.webhook_id and w.is_active)
+            returning id),
+          jobs as (
+            insert into ${jobOutbox} (name, payload, job_id, created_at)
+            select ${outboundJobs.deliver.name}, jsonb_build_object('deliveryId', v.id, 'attempt', 1), v.job_id,
+              ${at}::timestamptz
+            from deliveries d join matched v on v.id = d.id
+            on conflict (job_id) do nothing
+            returning 1)
+          select (select count(*) from moved)::integer as moved, (select count(*) from jobs)::integer as jobs`,
+      );
+      return batchResultOf(row);
     },
   };
 }
