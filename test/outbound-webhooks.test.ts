@@ -3,7 +3,8 @@
 // outbound-webhooks queue POSTs them signed, retries them with backoff (driven here by the
 // server's clock seam, not sleeps), logs every attempt, and switches off a webhook that has
 // failed for a day. A local receiver plays the other system and checks signatures as it would.
-import { eq } from "drizzle-orm";
+import { eq, sql } from "drizzle-orm";
+import { rowsOf } from "../db/client.ts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { outboundDeliveries, outboundDeliveryAttempts, outboundWebhooks } from "../db/schema/index.ts";
 import { retryDelayMs } from "../server/jobs/backoff.ts";
@@ -15,6 +16,8 @@ import { startReceiver, verify, type Receiver } from "./helpers/receiver.ts";
 import { rejectionOf } from "./helpers/rpc.ts";
 import { startTestServer, useTestServer, type TestServer } from "./helpers/server.ts";
 import { until } from "./helpers/wait.ts";
+import { statementScope } from "../db/statement-count.ts";
+import { statementsOf } from "./helpers/statements.ts";
 
 const ctx = useTestServer();
 const live = world(
@@ -545,6 +548,58 @@ describe("delivery", () => {
       .where(eq(outboundDeliveryAttempts.deliveryId, delivery!.id));
     expect(attempts).toHaveLength(1);
     expect(receiver.requests.filter((r) => r.path === hook.path)).toHaveLength(1);
+  });
+
+  it("records a batch of attempts in one statement: logged, settled, the next attempt's job written", async () => {
+    const t = await team();
+    const hook = await createHook(t);
+    await post(t, "One");
+    await post(t, "Two");
+    await receiver.waitFor(2, hook.path);
+    const { deps } = ctx.server.app;
+    const deliveries = await until(async () => {
+      const rows = await deps.db.select().from(outboundDeliveries).where(eq(outboundDeliveries.webhookId, hook.id));
+      return rows.length === 2 && rows.every((row) => row.status === "succeeded") ? rows : undefined;
+    });
+    const ok = { statusCode: 200, durationMs: 3, error: null, responseBody: "ok" };
+    const failed = { statusCode: 500, durationMs: 3, error: null, responseBody: "no" };
+    // A made-up second and third attempt: a success, and a failure to retry (a streak starts: a transaction).
+    const counter = statementsOf(ctx.server);
+    const scope = `record-attempts-${Math.random()}`;
+    const mark = counter.total();
+    await statementScope(scope, () =>
+      recordAttempts(deps, [
+        { delivery: deliveries[0]!, attempt: 2, result: ok, retry: true, health: true, webhookFailing: false },
+        { delivery: deliveries[1]!, attempt: 2, result: ok, retry: true, health: true, webhookFailing: false },
+      ]),
+    );
+    expect(counter.inScope(scope, mark).count).toBe(1);
+    const before = deps.clock.now().getTime();
+    await recordAttempts(deps, [{ delivery: deliveries[0]!, attempt: 3, result: failed, retry: true, health: false }]);
+    const after = deps.clock.now().getTime();
+    const [first] = await deps.db.select().from(outboundDeliveries).where(eq(outboundDeliveries.id, deliveries[0]!.id));
+    expect(first).toMatchObject({ attempts: 3, status: "pending", completedAt: null });
+    const wait = retryDelayMs(DELIVERY_BACKOFF, 4);
+    expect(first!.nextAttemptAt!.getTime()).toBeGreaterThanOrEqual(before + wait);
+    expect(first!.nextAttemptAt!.getTime()).toBeLessThanOrEqual(after + wait);
+    const [second] = await deps.db
+      .select()
+      .from(outboundDeliveries)
+      .where(eq(outboundDeliveries.id, deliveries[1]!.id));
+    expect(second).toMatchObject({ attempts: 2, status: "succeeded" });
+    const logged = await deps.db
+      .select()
+      .from(outboundDeliveryAttempts)
+      .where(eq(outboundDeliveryAttempts.deliveryId, deliveries[0]!.id));
+    expect(logged.map((attempt) => [attempt.attempt, attempt.statusCode]).sort()).toEqual([
+      [1, 200],
+      [2, 200],
+      [3, 500],
+    ]);
+    const [job] = rowsOf<{ job_id: string }>(
+      await deps.db.execute(sql`select job_id from job_outbox where job_id = ${`deliver-${deliveries[0]!.id}-4`}`),
+    );
+    expect(job?.job_id).toBe(`deliver-${deliveries[0]!.id}-4`);
   });
 
   it("records the attempts of a batch even when one delivery was deleted (with its webhook) meanwhile", async () => {

@@ -6,10 +6,12 @@
 // status code, duration, error and the first 1 KB of the answer. A webhook whose every attempt
 // has failed for a day is switched off, with the reason shown to its managers. The jobs that
 // arrive while others are out go together (server/jobs/batcher.ts): one read, their requests at
-// once, one transaction for their results.
+// once, one statement for their results.
 import { and, eq, inArray, sql } from "drizzle-orm";
 import { rowsOf, type Transaction } from "../../../db/client.ts";
+import { arrayParam, runStatement } from "../../../db/prepared.ts";
 import {
+  jobOutbox,
   outboundDeliveries,
   outboundDeliveryAttempts,
   outboundWebhooks,
@@ -18,7 +20,6 @@ import {
 } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
 import { retryDelayMs, type Backoff } from "../../jobs/backoff.ts";
-import { enqueueJobs } from "../../jobs/outbox.ts";
 import { DEFAULT_REQUEST_TIMEOUT_MS, describeRequestError } from "../../provider-http.ts";
 import { guardedPost, RefusedTargetError } from "../../ssrf-guard.ts";
 import { openStored, SEALED } from "../keys/sealed-values.ts";
@@ -154,8 +155,10 @@ export type AttemptRecord = {
 };
 
 /**
- * Logs attempts and settles their deliveries, in one transaction: succeeded, failed, or pending
- * with the next attempt's job. An attempt recorded before (a job that ran twice) changes nothing.
+ * Logs attempts and settles their deliveries: succeeded, failed, or pending with the next
+ * attempt's job, in one statement (`settleStatement`). An attempt recorded before (a job that
+ * ran twice) changes nothing. When the batch may move a webhook's failing streak (a failure, or
+ * a success of a webhook read with a streak), the streaks are kept in the same transaction.
  */
 export async function recordAttempts(
   deps: Pick<Deps, "db" | "clock" | "jobOutbox" | "logger">,
@@ -163,72 +166,81 @@ export async function recordAttempts(
 ): Promise<void> {
   if (records.length === 0) return;
   const now = deps.clock.now();
-  const outcome = (record: AttemptRecord) => {
-    const ok = succeeded(record.result);
-    const again = !ok && record.retry && record.attempt < DELIVERY_ATTEMPTS;
-    return { ok, again, delayMs: again ? retryDelayMs(DELIVERY_BACKOFF, record.attempt + 1) : 0 };
-  };
-  const { disabled } = await deps.db.transaction(async (tx) => {
-    // A delivery deleted meanwhile (with its webhook) is left out, rather than failing the batch.
-    const present = await tx
-      .select({ id: outboundDeliveries.id })
-      .from(outboundDeliveries)
-      .where(inArray(outboundDeliveries.id, [...new Set(records.map((record) => record.delivery.id))]))
-      .for("update");
-    const ids = new Set(present.map((row) => row.id));
-    const recordable = records.filter((record) => ids.has(record.delivery.id));
-    if (recordable.length === 0) return { retried: 0, disabled: [] as string[] };
-    const logged = await tx
-      .insert(outboundDeliveryAttempts)
-      .values(
-        recordable.map(({ delivery, attempt, result }) => ({
-          deliveryId: delivery.id,
-          attempt,
-          ...result,
-          createdAt: now,
-        })),
-      )
-      .onConflictDoNothing()
-      .returning({ deliveryId: outboundDeliveryAttempts.deliveryId, attempt: outboundDeliveryAttempts.attempt });
-    const fresh = new Set(logged.map((row) => `${row.deliveryId} ${row.attempt}`));
-    const recorded = recordable.filter((record) => fresh.has(`${record.delivery.id} ${record.attempt}`));
-    if (recorded.length === 0) return { retried: 0, disabled: [] as string[] };
-
-    const settled = recorded.map((record) => ({ record, ...outcome(record) }));
-    const values = sql.join(
-      settled.map(({ record, ok, again, delayMs }) => {
-        const status = ok ? "succeeded" : again ? "pending" : "failed";
-        const next = again ? new Date(now.getTime() + delayMs).toISOString() : null;
-        const completed = again ? null : now.toISOString();
-        return sql`(${record.delivery.id}, ${record.attempt}::integer, ${status}, ${next}::timestamptz, ${completed}::timestamptz)`;
-      }),
-      sql`, `,
-    );
-    await tx.execute(sql`
-      update ${outboundDeliveries} set attempts = settled.attempts, status = settled.status,
-        next_attempt_at = settled.next_attempt_at, completed_at = settled.completed_at
-      from (values ${values}) as settled (id, attempts, status, next_attempt_at, completed_at)
-      where ${outboundDeliveries.id} = settled.id`);
-    const retries = settled.filter(({ again }) => again);
-    await enqueueJobs(
+  const movesStreaks = records.some(
+    (record) => record.health && (!succeeded(record.result) || record.webhookFailing !== false),
+  );
+  if (!movesStreaks) {
+    await runStatement(deps.db, settleStatement(now, records));
+    return;
+  }
+  const disabled = await deps.db.transaction(async (tx) => {
+    const row = await runStatement<{ recorded: string[] | null }>(tx, settleStatement(now, records));
+    const recorded = new Set(row?.recorded ?? []);
+    return keepHealth(
       tx,
       now,
-      outboundJobs.deliver,
-      retries.map(({ record, delayMs }) => {
-        const payload = { deliveryId: record.delivery.id, attempt: record.attempt + 1 };
-        return { payload, jobId: deliverJobId(payload), delayMs };
-      }),
+      records.filter((record) => record.health && recorded.has(`${record.delivery.id} ${record.attempt}`)),
     );
-    return {
-      retried: retries.length,
-      disabled: await keepHealth(
-        tx,
-        now,
-        recorded.filter((r) => r.health),
-      ),
-    };
   });
   for (const line of disabled) deps.logger.warn(line);
+}
+
+/**
+ * One statement: locks the batch's deliveries (one deleted meanwhile, with its webhook, is left
+ * out rather than failing the batch), logs each attempt not logged before, settles the delivery
+ * of each attempt it logged, and writes the next attempt's job of those to retry. Answers the
+ * attempts it logged (`<delivery id> <attempt>`).
+ */
+function settleStatement(now: Date, records: AttemptRecord[]) {
+  const settled = records.map((record) => {
+    const ok = succeeded(record.result);
+    const again = !ok && record.retry && record.attempt < DELIVERY_ATTEMPTS;
+    const delayMs = again ? retryDelayMs(DELIVERY_BACKOFF, record.attempt + 1) : 0;
+    return {
+      record,
+      status: ok ? "succeeded" : again ? "pending" : "failed",
+      next: again ? new Date(now.getTime() + delayMs).toISOString() : null,
+      completed: again ? null : now.toISOString(),
+      nextJobId: again ? deliverJobId({ deliveryId: record.delivery.id, attempt: record.attempt + 1 }) : null,
+    };
+  });
+  const column = <T extends string | number | null>(pick: (entry: (typeof settled)[number]) => T) =>
+    arrayParam(settled.map(pick));
+  const at = now.toISOString();
+  return sql`
+    with batch as (select * from unnest(${column(({ record }) => record.delivery.id)}::text[],
+        ${column(({ record }) => record.attempt)}::integer[],
+        ${column(({ record }) => record.result.statusCode)}::integer[],
+        ${column(({ record }) => record.result.durationMs)}::integer[],
+        ${column(({ record }) => record.result.error)}::text[],
+        ${column(({ record }) => record.result.responseBody)}::text[],
+        ${column(({ status }) => status)}::text[],
+        ${column(({ next }) => next)}::timestamptz[],
+        ${column(({ completed }) => completed)}::timestamptz[],
+        ${column(({ nextJobId }) => nextJobId)}::text[])
+      as v(delivery_id, attempt, status_code, duration_ms, error, response_body, status, next_attempt_at,
+        completed_at, next_job_id)),
+    present as (select id from ${outboundDeliveries}
+      where id in (select delivery_id from batch) order by id for update),
+    logged as (insert into ${outboundDeliveryAttempts}
+        (delivery_id, attempt, status_code, duration_ms, error, response_body, created_at)
+      select v.delivery_id, v.attempt, v.status_code, v.duration_ms, v.error, v.response_body, ${at}::timestamptz
+      from batch v where v.delivery_id in (select id from present)
+      on conflict do nothing
+      returning delivery_id, attempt),
+    recorded as (select v.* from batch v join logged l on l.delivery_id = v.delivery_id and l.attempt = v.attempt),
+    settled as (update ${outboundDeliveries} d set attempts = v.attempt, status = v.status,
+        next_attempt_at = v.next_attempt_at, completed_at = v.completed_at
+      from recorded v where d.id = v.delivery_id
+      returning d.id),
+    retried as (insert into ${jobOutbox} (name, payload, job_id, run_at, created_at)
+      select ${outboundJobs.deliver.name}, jsonb_build_object('deliveryId', v.delivery_id, 'attempt', v.attempt + 1),
+        v.next_job_id, v.next_attempt_at, ${at}::timestamptz
+      from recorded v where v.next_job_id is not null
+      on conflict (job_id) do nothing
+      returning 1)
+    select (select array_agg(delivery_id || ' ' || attempt) from recorded) as recorded,
+      (select count(*) from settled)::integer as settled, (select count(*) from retried)::integer as retried`;
 }
 
 /**
