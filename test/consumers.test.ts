@@ -11,7 +11,7 @@ import { outboundConsumer } from "../server/consumers/outbound-webhooks.ts";
 import { pushConsumer } from "../server/consumers/push.ts";
 import { attachments } from "../db/schema/index.ts";
 import { eq } from "drizzle-orm";
-import { createWorkspaceWithGeneral, registerUser, type RegisteredUser } from "./helpers/factories.ts";
+import { createWorkspaceWithGeneral, registerUser, stageTextFile } from "./helpers/factories.ts";
 import { useTestServer } from "./helpers/server.ts";
 import { statementsOf } from "./helpers/statements.ts";
 import { until } from "./helpers/wait.ts";
@@ -167,18 +167,6 @@ describe("a coalescing consumer (search, read positions)", () => {
 });
 
 describe("the file purge", () => {
-  async function stage(user: RegisteredUser): Promise<string> {
-    const form = new FormData();
-    form.append("file", new Blob(["purge me"], { type: "text/plain" }), "purge.txt");
-    const uploaded = await fetch(`${ctx.server.url}/api/v1/files`, {
-      method: "POST",
-      headers: { Authorization: `Bearer ${user.token}` },
-      body: form,
-    });
-    expect(uploaded.status).toBe(201);
-    return ((await uploaded.json()) as { data: { id: string } }).data.id;
-  }
-
   it("empties storage of a deleted message's files once its event is positioned; a delete without files costs it nothing", async () => {
     const owner = await registerUser(ctx.api);
     const place = await createWorkspaceWithGeneral(ctx.api, owner);
@@ -198,7 +186,7 @@ describe("the file purge", () => {
     expect(window.statements.filter((statement) => /file_deletions/.test(statement.text))).toEqual([]);
 
     // With a file: the event says so, and the bytes leave storage without the maintenance job.
-    const fileId = await stage(owner);
+    const fileId = (await stageTextFile(ctx.server.url, owner, "purge me", "purge.txt")).id;
     const [row] = await db.select().from(attachments).where(eq(attachments.id, fileId));
     const withFile = await ctx.api.post(
       messagesPath,

@@ -10,7 +10,7 @@ import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { attachments, fileDeletions } from "../db/schema/index.ts";
 import { type ApiResponse, type RestClient } from "./helpers/api.ts";
-import { registerUser, type RegisteredUser } from "./helpers/factories.ts";
+import { registerUser, stageTextFile, type RegisteredUser } from "./helpers/factories.ts";
 import { arrived, collect, ISO_WITH_OFFSET, world, type Feed, type Received } from "./helpers/live.ts";
 import { startReceiver, type Receiver } from "./helpers/receiver.ts";
 import { rejectionOf } from "./helpers/rpc.ts";
@@ -586,16 +586,8 @@ describe("who may do what", () => {
 
 // ---------------------------------------------------------------------------------------------
 
-async function stage(user: RegisteredUser, text = "the notes"): Promise<Attachment> {
-  const form = new FormData();
-  form.append("file", new Blob([text], { type: "text/plain" }), "notes.txt");
-  const uploaded = await fetch(`${ctx.server.url}/api/v1/files`, {
-    method: "POST",
-    headers: { Authorization: `Bearer ${user.token}` },
-    body: form,
-  });
-  expect(uploaded.status).toBe(201);
-  return ((await uploaded.json()) as { data: Attachment }).data;
+function stage(user: RegisteredUser, text = "the notes"): Promise<Attachment> {
+  return stageTextFile<Attachment>(ctx.server.url, user, text);
 }
 
 const download = (url: string, user: RegisteredUser) =>

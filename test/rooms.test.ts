@@ -6,7 +6,7 @@ import { eq, like } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { attachments, fileDeletions, jobOutbox, messages, roomMembers, rooms, users } from "../db/schema/index.ts";
 import { sweepExpiredRooms } from "../server/services/rooms/expiry.ts";
-import { registerUser, type RegisteredUser } from "./helpers/factories.ts";
+import { registerUser, stageTextFile, type RegisteredUser } from "./helpers/factories.ts";
 import { collect, world } from "./helpers/live.ts";
 import { until } from "./helpers/wait.ts";
 import { rejectionOf } from "./helpers/rpc.ts";
@@ -384,15 +384,7 @@ describe("talking in a room", () => {
 
   it("deletes its messages, files and memberships when it closes; later requests are 404", async () => {
     const { owner, guest, room } = await pair();
-    const form = new FormData();
-    form.append("file", new Blob(["room notes"], { type: "text/plain" }), "notes.txt");
-    const uploaded = await fetch(`${ctx.server.url}/api/v1/files`, {
-      method: "POST",
-      headers: { Authorization: `Bearer ${owner.token}` },
-      body: form,
-    });
-    expect(uploaded.status).toBe(201);
-    const file = ((await uploaded.json()) as { data: { id: string; download_url: string } }).data;
+    const file = await stageTextFile(ctx.server.url, owner, "room notes");
     const posted = await say(room, owner, "The notes", { attachment_ids: [file.id] });
     expect(posted.status).toBe(201);
     const download = await fetch(posted.body.data.attachments[0].download_url, {

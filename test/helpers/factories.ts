@@ -56,3 +56,21 @@ export async function createWorkspaceWithGeneral(
   if (!general) throw new Error("the new workspace has no #general");
   return { workspaceId, channelId: general.id };
 }
+
+/** Uploads a small text file as `user` (`POST /api/v1/files`): the staged attachment's record. */
+export async function stageTextFile<Record = { id: string; download_url: string }>(
+  serverUrl: string,
+  user: RegisteredUser,
+  text = "the notes",
+  filename = "notes.txt",
+): Promise<Record> {
+  const form = new FormData();
+  form.append("file", new Blob([text], { type: "text/plain" }), filename);
+  const uploaded = await fetch(`${serverUrl}/api/v1/files`, {
+    method: "POST",
+    headers: { Authorization: `Bearer ${user.token}` },
+    body: form,
+  });
+  if (uploaded.status !== 201) throw new Error(`upload: ${uploaded.status} ${await uploaded.text()}`);
+  return ((await uploaded.json()) as { data: Record }).data;
+}
