@@ -1,10 +1,11 @@
 // Deleting stored files whose attachment rows are gone. A trigger on `attachments` (migration
 // 0006) queues each deleted row's storage key in `file_deletions` in the deleting transaction,
 // whatever deleted it: a channel's or workspace's cascade, a conversation's, the staged-file
-// prune. The bytes go once the change's event is positioned (the file-purge consumer,
-// server/consumers/file-purge.ts) and, for whatever is left
-// (the process died after the commit, the storage was unreachable), in the
-// `files.purge-deleted` maintenance job (jobs.ts). A key leaves the queue only once its object
+// prune. The bytes of a deleted message's, channel's or expired room's files go once its event is
+// positioned (the file-purge consumer, server/consumers/file-purge.ts), the staged-file prune's
+// at once, and whatever is left (a workspace's or conversation's deletion, the process died
+// after the commit, the storage was unreachable) in the `files.purge-deleted` maintenance job
+// (jobs.ts). A key leaves the queue only once its object
 // is gone, so nothing is lost; deleting an object twice is harmless.
 import { asc, eq, inArray, notInArray, sql } from "drizzle-orm";
 import { fileDeletions } from "../../../db/schema/index.ts";
