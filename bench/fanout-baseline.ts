@@ -18,7 +18,8 @@
 // The search doubles (halves) the rate from its start until a probe fails (passes), then bisects
 // (geometric mean) until the highest passing and lowest failing rates are within
 // BENCH_SEARCH_STEP %. A side's later runs start from its previous result, bracketing by ×1.25.
-// The table reports medians over the runs: each side's rate, the ratio service / baseline, and,
+// The table reports medians over the runs: each side's rate, the ratio of those medians, the
+// median of the runs' own ratios (each service run against the baseline run beside it), and,
 // at each run's highest passing probe: the server process's CPU per delivery, the CPU per message
 // of the PostgreSQL backends connected to the bench database (startDatabaseCpuWindow in
 // bench/lib.ts), and the CPU other work on the machine took meanwhile (`other cpu %`, 100 = one
@@ -169,6 +170,8 @@ export type ComparisonRow = {
   baseline_rates: number[];
   /** Service / baseline of each run (pairs in the order measured). */
   ratios: (number | null)[];
+  /** The median of `ratios`: each run's service against the baseline run beside it. */
+  median_run_ratio: number | null;
   service_cpu_us_per_delivery: number | null;
   baseline_cpu_us_per_delivery: number | null;
   service_pg_cpu_us_per_message: number | null;
@@ -196,6 +199,11 @@ function summarize(receivers: number, results: SearchResult[]): ComparisonRow {
     );
   const serviceRate = median(service.map((result) => result.rate));
   const baselineRate = median(baseline.map((result) => result.rate));
+  const ratios = service.map((result, i) => {
+    const other = baseline[i]?.rate;
+    return other ? round(result.rate / other, 3) : null;
+  });
+  const runRatios = ratios.filter((ratio): ratio is number => ratio !== null);
   return {
     receivers,
     runs: Math.min(service.length, baseline.length),
@@ -204,10 +212,8 @@ function summarize(receivers: number, results: SearchResult[]): ComparisonRow {
     ratio: serviceRate !== null && baselineRate ? round(serviceRate / baselineRate, 3) : null,
     service_rates: service.map((result) => result.rate),
     baseline_rates: baseline.map((result) => result.rate),
-    ratios: service.map((result, i) => {
-      const other = baseline[i]?.rate;
-      return other ? round(result.rate / other, 3) : null;
-    }),
+    ratios,
+    median_run_ratio: maybe(median(runRatios), 3),
     service_cpu_us_per_delivery: med(service, (row) => row.server_cpu_us_per_delivery),
     baseline_cpu_us_per_delivery: med(baseline, (row) => row.server_cpu_us_per_delivery),
     service_pg_cpu_us_per_message: med(service, (row) => row.pg_cpu_us_per_message, 0),

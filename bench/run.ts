@@ -166,6 +166,7 @@ if (selected.has("fanout-baseline")) {
       "service msg/s": dash(row.service_rate),
       "baseline msg/s": dash(row.baseline_rate),
       "service/baseline": dash(row.ratio),
+      "median of run ratios": dash(row.median_run_ratio),
       "service cpu µs/delivery": dash(row.service_cpu_us_per_delivery),
       "baseline cpu µs/delivery": dash(row.baseline_cpu_us_per_delivery),
       "service pg µs/msg": dash(row.service_pg_cpu_us_per_message),
