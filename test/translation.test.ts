@@ -444,6 +444,32 @@ describe("reading and delivery", () => {
   });
 });
 
+describe("two jobs of one message side by side", () => {
+  it("ask the provider once: the later batch waits for the one working on the message, then finds it done", async () => {
+    const t = await team("ja");
+    const text = unique("Side by side");
+    const posted = await post(t, t.owner, { content: text });
+    await settled(t, t.reader, posted.id);
+    // A language owed without a job yet (as a reader's read writes it), then two jobs at once.
+    const now = new Date();
+    await server.app.deps.db
+      .insert(messageTranslations)
+      .values({ messageId: posted.id, language: "zh-CN", status: "pending", createdAt: now, updatedAt: now });
+    const provider = createTranslationProvider(server.config.translation)!;
+    const job = translationJobs.message.payload.parse({ messageId: posted.id, language: "zh-CN" });
+    await Promise.all([
+      translateMessages(server.app.deps, provider, [job]),
+      translateMessages(server.app.deps, provider, [job]),
+    ]);
+    expect(requestsFor(text).filter((request) => request.target === "zh")).toHaveLength(1);
+    const [row] = await server.app.deps.db
+      .select()
+      .from(messageTranslations)
+      .where(and(eq(messageTranslations.messageId, posted.id), eq(messageTranslations.language, "zh-CN")));
+    expect(row).toMatchObject({ status: "done", content: `[zh-CN] ${text}` });
+  });
+});
+
 describe("bot posts (inbound webhooks)", () => {
   it("translates a webhook's post, whose language the provider detects, for a ja reader", async () => {
     const t = await team("ja");

@@ -71,6 +71,36 @@ type Work = {
   texts: string[];
 };
 
+/** Per process, the batches running, by message id (see `oneBatchPerMessage`). */
+const batchesRunning = new WeakMap<Deps, Map<string, Promise<void>>>();
+
+/**
+ * Runs `work` for the messages `ids` once no other batch of this process is working on any of
+ * them: two jobs of one message that land in two batches running side by side (the post's job
+ * and one a reader asked for a moment later) would otherwise both find its languages pending
+ * and ask the provider twice. The later one then finds them done.
+ */
+async function oneBatchPerMessage(deps: Deps, ids: string[], work: () => Promise<void>): Promise<void> {
+  let running = batchesRunning.get(deps);
+  if (!running) batchesRunning.set(deps, (running = new Map()));
+  for (;;) {
+    const busy = ids.flatMap((id) => running.get(id) ?? []);
+    if (busy.length === 0) break;
+    await Promise.allSettled(busy);
+  }
+  const done = work();
+  const settled = done.then(
+    () => {},
+    () => {},
+  );
+  for (const id of ids) running.set(id, settled);
+  try {
+    await done;
+  } finally {
+    for (const id of ids) if (running.get(id) === settled) running.delete(id);
+  }
+}
+
 /** The messages of `payloads` (jobs), each translated into every language still pending for it. */
 export async function translateMessages(
   deps: Deps,
@@ -80,6 +110,14 @@ export async function translateMessages(
   // Two jobs of one message (its own and one a reader asked for) do its work once.
   const jobs = new Map<string, TranslationJobPayload>();
   for (const payload of payloads) if (!jobs.has(payload.messageId)) jobs.set(payload.messageId, payload);
+  await oneBatchPerMessage(deps, [...jobs.keys()], () => translateBatch(deps, provider, jobs));
+}
+
+async function translateBatch(
+  deps: Deps,
+  provider: TranslationProvider,
+  jobs: Map<string, TranslationJobPayload>,
+): Promise<void> {
   // The messages and the languages still pending for each, in one round trip.
   const found = await deps.db
     .select({
