@@ -131,8 +131,7 @@ describe("a database of the first release, opened with the same APP_KEY", () => 
     expect(sent.status).toBe(201);
     await server.app.deps.relay.flush();
     await server.app.deps.jobOutbox.flush();
-    const requests = await receiver.waitFor(1, "/upgrade");
-    const delivery = requests.find((request) => request.body.includes("delivered after the upgrade"))!;
+    const delivery = await receiver.waitForBody("/upgrade", "delivered after the upgrade");
     expect(verify(delivery, fixture.outbound_webhook.secret)).toBe(true);
   });
 

@@ -22,6 +22,8 @@ export type Receiver = {
   answerWith(body: string): void;
   /** Resolves with the requests once at least `count` arrived whose path starts with `path`. */
   waitFor(count: number, path?: string, timeoutMs?: number): Promise<ReceivedRequest[]>;
+  /** Resolves with the first request to `path` whose body contains `text` (other deliveries may come first). */
+  waitForBody(path: string, text: string, timeoutMs?: number): Promise<ReceivedRequest>;
   stop(): Promise<void>;
 };
 
@@ -70,6 +72,12 @@ export async function startReceiver(options: { delayMs?: number } = {}): Promise
           return matching.length >= count ? matching : undefined;
         },
         `${count} webhook deliveries to ${path}`,
+        timeoutMs,
+      ),
+    waitForBody: (path, text, timeoutMs = 10_000) =>
+      until(
+        () => requests.find((request) => request.path.startsWith(path) && request.body.includes(text)),
+        `a webhook delivery to ${path} containing ${JSON.stringify(text)}`,
         timeoutMs,
       ),
     stop: async () => {
