@@ -4,6 +4,7 @@
 // The relay tests use a database of their own (no server's relay competing for its rows) and a
 // test's own JobQueue, so that the queue can refuse, hang and forget on cue; the server-level
 // behaviour (Redis really stopped and restarted empty) is in test/faults/redis-outage.test.ts.
+import { randomBytes } from "node:crypto";
 import { eq, sql } from "drizzle-orm";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -21,7 +22,9 @@ import {
   type JobDefinition,
   type JobHandlers,
   type JobQueue,
+  type QueuedJob,
 } from "../server/jobs/definition.ts";
+import { BullMqJobQueue, startBullMqWorkers } from "../server/jobs/bullmq.ts";
 import { enqueueJob, JobOutbox, REHAND_AFTER_MS, settleOutboxJobs } from "../server/jobs/outbox.ts";
 import { createLogger } from "../server/logger.ts";
 import { registerUser } from "./helpers/factories.ts";
@@ -58,11 +61,17 @@ class ScriptedQueue implements JobQueue {
   mode: "take" | "refuse" | "hang" = "take";
   readonly held = new Map<string, unknown>();
   readonly handed: string[] = [];
+  /** The job ids of each `enqueueMany` call. */
+  readonly batches: string[][] = [];
   async enqueue<Payload>(_definition: JobDefinition<Payload>, payload: Payload, options: EnqueueOptions = {}) {
     if (this.mode === "refuse") throw new Error("Connection is closed.");
     if (this.mode === "hang") return new Promise<void>(() => {});
     this.handed.push(options.jobId!);
     if (!this.held.has(options.jobId!)) this.held.set(options.jobId!, payload);
+  }
+  async enqueueMany(jobs: QueuedJob[]) {
+    this.batches.push(jobs.map((job) => job.options!.jobId!));
+    for (const job of jobs) await this.enqueue(job.definition, job.payload, job.options);
   }
   async repeat() {}
   async close() {}
@@ -115,6 +124,8 @@ describe("the outbox relay", () => {
     for (const n of [1, 2, 3]) await enqueueJob(db(), new Date(), probeJob, { n }, { jobId: `probe-order-${n}` });
     await outbox.flush();
     expect(queue.handed).toEqual(["probe-order-1", "probe-order-2", "probe-order-3"]);
+    // One hand-over for the batch (with BullMQ: one pipeline per queue).
+    expect(queue.batches).toEqual([["probe-order-1", "probe-order-2", "probe-order-3"]]);
     const rows = await probeRows();
     expect(rows).toHaveLength(3);
     expect(rows.every((row) => row.handedAt !== null)).toBe(true);
@@ -159,6 +170,43 @@ describe("the outbox relay", () => {
   });
 });
 
+describe.skipIf(!process.env.REDIS_URL)("BullMQ: several jobs handed over at once", () => {
+  it("runs each job of a batch spanning queues once, a known id not twice; refuses a bad payload", async () => {
+    const otherQueueJob = defineJob({ ...probeJob, queue: "push", name: "test.outbox-probe-push" });
+    const ran: string[] = [];
+    const handlers: JobHandlers = new Map([
+      jobHandler(probeJob, async ({ n }) => void ran.push(`maintenance ${n}`)),
+      jobHandler(otherQueueJob, async ({ n }) => void ran.push(`push ${n}`)),
+    ]);
+    const prefix = `test-bulk-${randomBytes(6).toString("hex")}`;
+    const queue = new BullMqJobQueue(process.env.REDIS_URL!, prefix, createLogger("silent"));
+    const stopWorkers = startBullMqWorkers({
+      redisUrl: process.env.REDIS_URL!,
+      prefix,
+      handlers,
+      logger: createLogger("silent"),
+    });
+    try {
+      await queue.enqueueMany([
+        { definition: probeJob, payload: { n: 1 }, options: { jobId: "bulk-1" } },
+        { definition: otherQueueJob, payload: { n: 2 }, options: { jobId: "bulk-2" } },
+        { definition: probeJob, payload: { n: 1 }, options: { jobId: "bulk-1" } },
+        { definition: probeJob, payload: { n: 3 }, options: { jobId: "bulk-3", delayMs: 50 } },
+      ]);
+      await until(() => (ran.length >= 3 ? true : undefined), "the three jobs");
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(ran.sort()).toEqual(["maintenance 1", "maintenance 3", "push 2"]);
+      await expect(
+        queue.enqueueMany([{ definition: probeJob, payload: { n: "four" }, options: { jobId: "bulk-4" } }]),
+      ).rejects.toThrow();
+    } finally {
+      await stopWorkers();
+      await Promise.all(queue.allQueues().map((each) => each.obliterate({ force: true }).catch(() => {})));
+      await queue.close();
+    }
+  });
+});
+
 describe("settling", () => {
   it("deletes the row when the job succeeds, or fails for good; keeps it while retries remain", async () => {
     const outcomes: (() => Promise<void>)[] = [];
@@ -178,6 +226,29 @@ describe("settling", () => {
     await expect(settled.handle({ n: 1 }, { attempt: 1, jobId: "probe-permanent" })).rejects.toThrow("no such user");
 
     expect(await remaining()).toEqual(["probe-retry"]);
+  });
+
+  // PGlite runs a statement on this thread: no job finishes while it runs.
+  it.skipIf(!process.env.DATABASE_URL)("jobs that finish while a deletion runs share the next statement", async () => {
+    const handlers: JobHandlers = new Map([jobHandler(probeJob, async () => {})]);
+    const settled = settleOutboxJobs(handlers, db()).get(probeJob.name)!;
+    const jobIds = Array.from({ length: 40 }, (_, index) => `probe-gather-${index}`);
+    for (const jobId of jobIds) await enqueueJob(db(), new Date(), probeJob, { n: 1 }, { jobId });
+    const mark = database.statements.total();
+    // One job finishing per turn of the event loop, as a worker's jobs finish under load.
+    await Promise.all(
+      jobIds.map(async (jobId, index) => {
+        for (let turn = 0; turn < index; turn++) await new Promise((resolve) => setImmediate(resolve));
+        await settled.handle({ n: 1 }, { attempt: 1, jobId });
+      }),
+    );
+    const deletes = database.statements
+      .since(mark)
+      .statements.filter((statement) => /^delete from "job_outbox"/.test(statement.text));
+    expect(await probeRows()).toEqual([]);
+    // One per job when each finished deletion waits for no other (40); gathered, far fewer.
+    expect(deletes.length).toBeGreaterThan(0);
+    expect(deletes.length).toBeLessThanOrEqual(10);
   });
 });
 

@@ -1,6 +1,6 @@
 // Jobs with Redis: one BullMQ queue per QueueName. Workers (this process unless WORKERS=off,
 // or `npm run worker`) validate the payload before handling it: a bad payload is not retried.
-import { Queue, Worker, UnrecoverableError, type ConnectionOptions } from "bullmq";
+import { Queue, Worker, UnrecoverableError, type BulkJobOptions, type ConnectionOptions } from "bullmq";
 import { oncePer, type Logger } from "../logger.ts";
 import { within } from "../timeout.ts";
 import {
@@ -12,6 +12,7 @@ import {
   type JobQueue,
   type QueueDepth,
   type QueueName,
+  type QueuedJob,
 } from "./definition.ts";
 
 /** How long a worker may take to finish its current job at shutdown before it is forced shut. */
@@ -31,6 +32,21 @@ const COUNT_JOBS_MS = 2_000;
 function connectionFrom(redisUrl: string): ConnectionOptions {
   // BullMQ workers need blocking commands without a retry limit.
   return { url: redisUrl, maxRetriesPerRequest: null } as ConnectionOptions;
+}
+
+/** BullMQ's options for a job of `definition`: its tries and backoff, and how long it is kept once done. */
+function jobOptions(
+  definition: Pick<JobDefinition<unknown>, "attempts" | "backoffMs">,
+  options: EnqueueOptions = {},
+): BulkJobOptions {
+  return {
+    jobId: options.jobId,
+    delay: options.delayMs,
+    attempts: definition.attempts,
+    backoff: { type: "exponential", delay: definition.backoffMs },
+    removeOnComplete: { age: 3600, count: 1000 },
+    removeOnFail: { age: 7 * 24 * 3600 },
+  };
 }
 
 export class BullMqJobQueue implements JobQueue {
@@ -63,14 +79,22 @@ export class BullMqJobQueue implements JobQueue {
     options: EnqueueOptions = {},
   ): Promise<void> {
     const parsed = definition.payload.parse(payload);
-    await this.queue(definition.queue).add(definition.name, parsed, {
-      jobId: options.jobId,
-      delay: options.delayMs,
-      attempts: definition.attempts,
-      backoff: { type: "exponential", delay: definition.backoffMs },
-      removeOnComplete: { age: 3600, count: 1000 },
-      removeOnFail: { age: 7 * 24 * 3600 },
-    });
+    await this.queue(definition.queue).add(definition.name, parsed, jobOptions(definition, options));
+  }
+
+  /** One pipeline per queue (BullMQ's addBulk: one write for the lot), the jobs in order. */
+  async enqueueMany(jobs: QueuedJob[]): Promise<void> {
+    const byQueue = new Map<QueueName, { name: string; data: unknown; opts: BulkJobOptions }[]>();
+    for (const { definition, payload, options } of jobs) {
+      const bulk = byQueue.get(definition.queue) ?? [];
+      if (bulk.length === 0) byQueue.set(definition.queue, bulk);
+      bulk.push({
+        name: definition.name,
+        data: definition.payload.parse(payload),
+        opts: jobOptions(definition, options),
+      });
+    }
+    await Promise.all([...byQueue].map(([name, bulk]) => this.queue(name).addBulk(bulk)));
   }
 
   async repeat<Payload>(definition: JobDefinition<Payload>, payload: Payload, everyMs: number): Promise<void> {
@@ -82,12 +106,7 @@ export class BullMqJobQueue implements JobQueue {
       {
         name: definition.name,
         data: parsed,
-        opts: {
-          attempts: definition.attempts,
-          backoff: { type: "exponential", delay: definition.backoffMs },
-          removeOnComplete: { age: 3600, count: 1000 },
-          removeOnFail: { age: 7 * 24 * 3600 },
-        },
+        opts: jobOptions(definition),
       },
     );
   }

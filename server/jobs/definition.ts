@@ -25,11 +25,20 @@ export type EnqueueOptions = {
   delayMs?: number;
 };
 
+/** A job to hand over, with what `enqueue` takes. */
+export type QueuedJob = { definition: JobDefinition<unknown>; payload: unknown; options?: EnqueueOptions };
+
 /** How many jobs of a queue are in a state (for the metrics, read on scrape). */
 export type QueueDepth = { queue: QueueName; state: "waiting" | "delayed" | "active" | "failed"; count: number };
 
 export interface JobQueue {
   enqueue<Payload>(definition: JobDefinition<Payload>, payload: Payload, options?: EnqueueOptions): Promise<void>;
+  /**
+   * Several jobs, each as `enqueue` would add it, in one round trip where the queue can (the
+   * job outbox hands over a batch of rows at once). Rejects when any was not taken; adding
+   * them all again is safe (a known job id is not added twice).
+   */
+  enqueueMany(jobs: QueuedJob[]): Promise<void>;
   /**
    * Runs the job every `everyMs` from now on. One schedule per job name: asking again (from
    * another process, or after a restart) replaces it rather than adding a second.

@@ -12,6 +12,7 @@ import {
   type JobHandlers,
   type JobQueue,
   type QueueDepth,
+  type QueuedJob,
 } from "./definition.ts";
 
 export class InProcessJobQueue implements JobQueue {
@@ -37,6 +38,10 @@ export class InProcessJobQueue implements JobQueue {
     if (this.knownIds.has(jobId)) return;
     this.knownIds.add(jobId);
     this.schedule(definition, parsed, jobId, 1, options.delayMs ?? 0);
+  }
+
+  async enqueueMany(jobs: QueuedJob[]): Promise<void> {
+    for (const job of jobs) await this.enqueue(job.definition, job.payload, job.options);
   }
 
   async repeat<Payload>(definition: JobDefinition<Payload>, payload: Payload, everyMs: number): Promise<void> {

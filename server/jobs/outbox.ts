@@ -16,6 +16,7 @@
 import { randomUUID } from "node:crypto";
 import { and, eq, inArray, isNull, lt, lte, or, sql, type SQL } from "drizzle-orm";
 import { rowsOf, type Database, type Executor } from "../../db/client.ts";
+import { arrayParam, runStatement } from "../../db/prepared.ts";
 import { jobOutbox } from "../../db/schema/index.ts";
 import type { Clock } from "../clock.ts";
 import { oncePer, type Logger } from "../logger.ts";
@@ -28,6 +29,7 @@ import {
   type JobHandlerEntry,
   type JobHandlers,
   type JobQueue,
+  type QueuedJob,
 } from "./definition.ts";
 
 const BATCH_SIZE = 100;
@@ -140,19 +142,32 @@ export function settleOutboxJobs(handlers: JobHandlers, db: Database): JobHandle
   );
 }
 
+/** Rows one settling statement deletes at most. */
+const SETTLE_BATCH = 1_000;
+
 /**
- * Deletes the rows of the jobs that finish in the same turn of the event loop in one statement
- * (a batch of jobs finishes together); each caller waits for its own row's deletion.
+ * Deletes the rows of finished jobs together: one statement at a time, and the jobs that finish
+ * while it runs gather for the next (under load, one statement for many jobs; when quiet, one
+ * per job at once). Each caller waits for its own row's deletion.
  */
 function gatherSettles(db: Database): (jobId: string) => Promise<void> {
   let gathering: { jobIds: string[]; deleted: Promise<void> } | undefined;
+  /** The statement running now (or the last one), which the next waits for. */
+  let running: Promise<unknown> = Promise.resolve();
   return (jobId) => {
-    if (!gathering) {
+    if (!gathering || gathering.jobIds.length >= SETTLE_BATCH) {
       const batch = { jobIds: [] as string[], deleted: Promise.resolve() };
-      batch.deleted = new Promise<void>((resolve) => setImmediate(resolve)).then(async () => {
-        gathering = undefined;
-        await db.delete(jobOutbox).where(inArray(jobOutbox.jobId, batch.jobIds));
-      });
+      batch.deleted = running
+        .then(() => new Promise<void>((resolve) => setImmediate(resolve)))
+        .then(async () => {
+          if (gathering === batch) gathering = undefined;
+          // Prepared: one text whatever the number of ids.
+          await runStatement(
+            db,
+            sql`delete from ${jobOutbox} where ${jobOutbox.jobId} = any(${arrayParam(batch.jobIds)}::text[])`,
+          );
+        });
+      running = batch.deleted.catch(() => {});
       gathering = batch;
     }
     gathering.jobIds.push(jobId);
@@ -258,32 +273,32 @@ export class JobOutbox {
       .where(inArray(jobOutbox.id, due))
       .returning();
     claimed.sort((a, b) => a.id - b.id);
-    for (const [index, row] of claimed.entries()) {
+    const jobs: (QueuedJob & { row: (typeof claimed)[number] })[] = [];
+    for (const row of claimed) {
       const definition = this.deps.definitions().get(row.name)?.definition;
-      if (!definition) {
+      if (definition) jobs.push({ row, definition, payload: row.payload, options: { jobId: row.jobId } });
+      else {
         this.deps.logger.error({ job: row.name, outboxId: row.id }, "job outbox: no such job; dropped");
         await this.deps.db.delete(jobOutbox).where(eq(jobOutbox.id, row.id));
-        continue;
       }
-      try {
-        await within(
-          this.deps.jobs.enqueue(definition, row.payload, { jobId: row.jobId }),
-          HANDOVER_TIMEOUT_MS,
-          "the queue taking a job",
+    }
+    if (jobs.length === 0) return { claimed: claimed.length, failed: false };
+    try {
+      // The batch in one round trip to the queue.
+      await within(this.deps.jobs.enqueueMany(jobs), HANDOVER_TIMEOUT_MS, "the queue taking jobs");
+    } catch (error) {
+      // The batch waits for the next run, in order (any the queue did take are not added twice).
+      await this.deps.db
+        .update(jobOutbox)
+        .set({ handedAt: null, attempts: sql`${jobOutbox.attempts} + 1` })
+        .where(
+          inArray(
+            jobOutbox.id,
+            jobs.map((job) => job.row.id),
+          ),
         );
-      } catch (error) {
-        // This row and the ones after it wait for the next run, in order.
-        const untaken = claimed.slice(index).map((rest) => rest.id);
-        await this.deps.db
-          .update(jobOutbox)
-          .set({
-            handedAt: null,
-            attempts: sql`${jobOutbox.attempts} + case when ${jobOutbox.id} = ${row.id} then 1 else 0 end`,
-          })
-          .where(inArray(jobOutbox.id, untaken));
-        this.warn(error, "job outbox: the queue is unreachable; the jobs wait in the outbox");
-        return { claimed: claimed.length, failed: true };
-      }
+      this.warn(error, "job outbox: the queue is unreachable; the jobs wait in the outbox");
+      return { claimed: claimed.length, failed: true };
     }
     return { claimed: claimed.length, failed: false };
   }
