@@ -24,6 +24,7 @@ import {
   type FakeFcm,
 } from "./helpers/push.ts";
 import { startTestServer, type TestServer } from "./helpers/server.ts";
+import { statementsOf } from "./helpers/statements.ts";
 import { until } from "./helpers/wait.ts";
 
 let expo: FakeExpo;
@@ -315,6 +316,13 @@ describe("who gets a push", () => {
     expect(Array.from(replyPush!.body)).toHaveLength(178);
     expect(replyPush!.body.endsWith("…")).toBe(true);
     expect(pushesOf(phone, withFile.id)[0]?.body).toBe("📎 report.pdf");
+    // The job's statements: its recipients with their devices and badges, then the message with its files' names.
+    const jobStatements = statementsOf(server).inScope(`job push-${withFile.id}`);
+    expect(jobStatements.complete).toBe(true);
+    expect(jobStatements.statements.map((statement) => statement.text.trim().split(/\s+/)[0])).toEqual([
+      "with",
+      "select",
+    ]);
   });
 });
 

@@ -17,6 +17,7 @@ import { randomUUID } from "node:crypto";
 import { and, eq, inArray, isNull, lt, lte, or, sql, type SQL } from "drizzle-orm";
 import { rowsOf, type Database, type Executor } from "../../db/client.ts";
 import { arrayParam, runStatement } from "../../db/prepared.ts";
+import { statementScope } from "../../db/statement-count.ts";
 import { jobOutbox } from "../../db/schema/index.ts";
 import type { Clock } from "../clock.ts";
 import { oncePer, type Logger } from "../logger.ts";
@@ -119,7 +120,8 @@ export async function enqueueJobs<Payload>(
 /**
  * Every handler, wrapped so that its outbox row goes once the job is done: when it succeeds,
  * or fails for good (a permanent error, or its last attempt). Until then the row stays, and
- * the relay hands it over again if the queue lost it.
+ * the relay hands it over again if the queue lost it. A run's statements are counted under the
+ * scope `job <job id>` (db/statement-count.ts; jobs that share a batch count where it runs).
  */
 export function settleOutboxJobs(handlers: JobHandlers, db: Database): JobHandlers {
   const settle = gatherSettles(db);
@@ -130,7 +132,7 @@ export function settleOutboxJobs(handlers: JobHandlers, db: Database): JobHandle
         definition,
         handle: async (payload, info) => {
           try {
-            await handle(payload, info);
+            await statementScope(`job ${info.jobId}`, () => handle(payload, info));
           } catch (error) {
             if (error instanceof PermanentJobError || info.attempt >= definition.attempts) await settle(info.jobId);
             throw error;

@@ -6,7 +6,7 @@
 // enqueued again for just those devices, after the provider's Retry-After or an exponential
 // backoff, so an outage delays pushes and doubles none.
 import { setImmediate } from "node:timers/promises";
-import { asc, eq, inArray, sql, type SQL } from "drizzle-orm";
+import { eq, inArray, sql, type SQL } from "drizzle-orm";
 import { arrayParam, prepared, runStatementRows } from "../../../db/prepared.ts";
 import { attachments, channels, messages, pushDevices, rooms, users } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
@@ -56,7 +56,15 @@ function pushToken(deps: Deps, deviceId: string, sealed: string): string | undef
 
 function prepareMessageLookup(db: Deps["db"], name: string) {
   return db
-    .select({ message: messages, userName: users.name, channelName: channels.name, roomName: rooms.name })
+    .select({
+      message: messages,
+      userName: users.name,
+      channelName: channels.name,
+      roomName: rooms.name,
+      // Its files' names, in the same round trip.
+      attachmentNames: sql<string[] | null>`(select array_agg(${attachments.filename} order by ${attachments.id})
+        from ${attachments} where ${attachments.messageId} = ${messages.id})`,
+    })
     .from(messages)
     .leftJoin(users, eq(users.id, messages.authorUserId))
     .leftJoin(channels, eq(channels.id, messages.channelId))
@@ -66,28 +74,18 @@ function prepareMessageLookup(db: Deps["db"], name: string) {
     .prepare(name);
 }
 
-function prepareAttachmentNames(db: Deps["db"], name: string) {
-  return db
-    .select({ filename: attachments.filename })
-    .from(attachments)
-    .where(eq(attachments.messageId, sql.placeholder("messageId")))
-    .orderBy(asc(attachments.id))
-    .prepare(name);
-}
-
-/** The message and its files' names, by statements prepared once (every push job runs them). */
+/** The message and its files' names, by one statement prepared once (every push job runs it). */
 async function loadMessage(deps: Deps, messageId: string): Promise<MessageForPush | undefined> {
   const [row] = await prepared(deps.db, "push_message", prepareMessageLookup).execute({ messageId });
   // Gone (deleted, or with its channel or conversation), or a server notice nobody is woken for.
   if (!row || row.message.type === "system" || row.message.deletedAt !== null) return undefined;
   const { message } = row;
-  const files = await prepared(deps.db, "push_message_files", prepareAttachmentNames).execute({ messageId });
   return {
     message,
     senderName: row.userName ?? message.authorName ?? "Someone",
     channelName: row.channelName,
     roomName: row.roomName,
-    attachmentNames: files.map((file) => file.filename),
+    attachmentNames: row.attachmentNames ?? [],
   };
 }
 
