@@ -17,6 +17,7 @@ import { registerUser, type RegisteredUser } from "./helpers/factories.ts";
 import { collect, world, type Feed } from "./helpers/live.ts";
 import { startTestServer, useTranslatingServer, type TestServer } from "./helpers/server.ts";
 import { startFakeDeepL, startFakeLibreTranslate, type FakeTranslator } from "./helpers/translation.ts";
+import { statementsOf } from "./helpers/statements.ts";
 import { until } from "./helpers/wait.ts";
 
 let fake: FakeTranslator;
@@ -156,6 +157,19 @@ describe("a channel message", () => {
       "the replayed translation.ready",
     );
     expect(again.id).toBe(ready.id);
+  });
+
+  it("costs its job three statements: the message, the cache, then results, events and cache in one", async () => {
+    const t = await team("ja");
+    const posted = await post(t, t.owner, { content: unique("Counted") });
+    expect((await settled(t, t.reader, posted.id)).translation).toMatchObject({ status: "done" });
+    const statements = statementsOf(server).inScope(`job translate-${posted.id}`);
+    expect(statements.complete).toBe(true);
+    expect(statements.statements.map((statement) => statement.text.trim().split(/\s+/)[0])).toEqual([
+      "select",
+      "select",
+      "with",
+    ]);
   });
 
   it("uses the member's language in the workspace over the user's", async () => {

@@ -83,7 +83,7 @@ export async function enqueueJob<Payload>(
   return rowsOf(result).length > 0;
 }
 
-type OutboxJob<Payload> = { payload: Payload; jobId: string; delayMs?: number | undefined };
+export type OutboxJob<Payload> = { payload: Payload; jobId: string; delayMs?: number | undefined };
 
 /** The outbox row of a job: its payload checked, due at once or after `delayMs`. */
 function outboxRow<Payload>(now: Date, definition: JobDefinition<Payload>, job: OutboxJob<Payload>) {
@@ -96,6 +96,23 @@ function outboxRow<Payload>(now: Date, definition: JobDefinition<Payload>, job: 
     runAt: job.delayMs ? new Date(now.getTime() + job.delayMs) : null,
     createdAt: now,
   };
+}
+
+/**
+ * The job rows of `jobs` as a data-modifying statement for a CTE of the caller's one statement
+ * (`jobs as (${jobRowsInsert(…)})`): each payload checked, ids already waiting skipped, one
+ * row returned per row written. The same text whatever the number of jobs (a prepared statement
+ * stays one).
+ */
+export function jobRowsInsert<Payload>(now: Date, definition: JobDefinition<Payload>, jobs: OutboxJob<Payload>[]): SQL {
+  const rows = jobs.map((job) => outboxRow(now, definition, job));
+  return sql`insert into ${jobOutbox} (name, payload, job_id, run_at, created_at)
+    select ${definition.name}, j.payload::jsonb, j.job_id, j.run_at, ${now.toISOString()}::timestamptz
+    from unnest(${arrayParam(rows.map((row) => JSON.stringify(row.payload)))}::text[],
+      ${arrayParam(rows.map((row) => row.jobId))}::text[],
+      ${arrayParam(rows.map((row) => row.runAt?.toISOString() ?? null))}::timestamptz[]) as j(payload, job_id, run_at)
+    on conflict (job_id) do nothing
+    returning 1`;
 }
 
 /**

@@ -3,13 +3,13 @@
 // the provider in batches), and stored with a `translation.ready` event for the readers of that
 // language. The jobs that arrive while others are being translated go together
 // (server/jobs/batcher.ts): one read, one cache lookup, one provider request per language pair for
-// all their texts (up to the provider's batch size), one transaction. A language the provider
+// all their texts (up to the provider's batch size), one statement storing it all. A language the provider
 // could not do now (429, 5xx, a timeout) is tried again by a delayed job of that message; after
 // the last try, or at once for a refusal trying again cannot fix, it is stored as "failed"
 // (with its event), so nothing stays pending.
 import { createHash } from "node:crypto";
-import { inArray, sql } from "drizzle-orm";
-import { rowsOf, type Transaction } from "../../../db/client.ts";
+import { inArray, sql, type SQL } from "drizzle-orm";
+import { arrayParam, runStatement, runStatementRows } from "../../../db/prepared.ts";
 import {
   messageTranslations,
   messages,
@@ -19,10 +19,9 @@ import {
   type TranslationState,
 } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
-import type { EventEntry } from "../../events/streams.ts";
-import { writeWithEvents } from "../../events/streams.ts";
+import { commitWithEvents, eventCte, eventPayload, EVENTS_WRITTEN, type EventEntry } from "../../events/streams.ts";
 import { retryDelayMs, type Backoff } from "../../jobs/backoff.ts";
-import { enqueueJob } from "../../jobs/outbox.ts";
+import { jobRowsInsert, type OutboxJob } from "../../jobs/outbox.ts";
 import { mapLimit } from "../../provider-http.ts";
 import { messageStream } from "../../policy/places.ts";
 import { proseOf, reassemble, splitForTranslation } from "./protect.ts";
@@ -161,41 +160,34 @@ async function translateBatch(
     }
   }
 
-  await writeWithEvents(deps, async (tx, emit) => {
-    const now = deps.clock.now();
-    await storeCache(tx, now, work, outcomes);
-    // Only rows still pending: a second run of the same job (a retry after a crash) stores
-    // and announces nothing twice.
-    const stored = await storeResults(tx, now, results);
-    for (const result of results) {
-      if (result.status !== "not_needed" && stored.has(`${result.message.id} ${result.language}`))
-        emit(translationReady(result.message, result.language, result.status, result.content));
-    }
-    for (const { work: item, retries, attempt } of retrying) {
-      const next = {
+  const now = deps.clock.now();
+  const retries = retrying.map(({ work: item, retries, attempt }) => {
+    const next = {
+      messageId: item.message.id,
+      ...(item.payload.language && { language: item.payload.language }),
+      attempt: attempt + 1,
+    };
+    const retryAfters = retries.flatMap((retry) => (retry.retryAfterMs === undefined ? [] : [retry.retryAfterMs]));
+    const delayMs = retryDelayMs(
+      TRANSLATION_BACKOFF,
+      attempt + 1,
+      retryAfters.length ? Math.max(...retryAfters) : undefined,
+    );
+    deps.logger.info(
+      {
         messageId: item.message.id,
-        ...(item.payload.language && { language: item.payload.language }),
+        languages: retries.map((retry) => retry.language),
         attempt: attempt + 1,
-      };
-      const retryAfters = retries.flatMap((retry) => (retry.retryAfterMs === undefined ? [] : [retry.retryAfterMs]));
-      const delayMs = retryDelayMs(
-        TRANSLATION_BACKOFF,
-        attempt + 1,
-        retryAfters.length ? Math.max(...retryAfters) : undefined,
-      );
-      await enqueueJob(tx, now, translationJobs.message, next, { jobId: translationJobId(next), delayMs });
-      deps.logger.info(
-        {
-          messageId: item.message.id,
-          languages: retries.map((retry) => retry.language),
-          attempt: attempt + 1,
-          delayMs,
-          reason: retries[0]!.reason,
-        },
-        "translation: will try again",
-      );
-    }
+        delayMs,
+        reason: retries[0]!.reason,
+      },
+      "translation: will try again",
+    );
+    return { payload: next, jobId: translationJobId(next), delayMs };
   });
+  await commitWithEvents(deps, () =>
+    runStatement(deps.db, storeStatement(now, cacheRows(work, outcomes), results, retries)),
+  );
 }
 
 /** The cache's translations of every text of `work` into each of its pending languages (key → content), in one lookup. */
@@ -205,10 +197,11 @@ async function cachedTranslations(deps: Deps, work: Work[]): Promise<Map<string,
     for (const language of item.pending)
       for (const text of item.texts) keys.add(cacheKey(item.message.language, language, text));
   if (keys.size === 0) return new Map();
-  const rows = await deps.db
-    .select({ key: translationCache.key, content: translationCache.content })
-    .from(translationCache)
-    .where(inArray(translationCache.key, [...keys]));
+  // Prepared: one text whatever the number of keys.
+  const rows = await runStatementRows<{ key: string; content: string }>(
+    deps.db,
+    sql`select key, content from ${translationCache} where key = any(${arrayParam([...keys])}::text[])`,
+  );
   return new Map(rows.map((row) => [row.key, row.content]));
 }
 
@@ -311,37 +304,11 @@ type StoredResult = {
   content: string | null;
 };
 
-/**
- * Every result in one statement, on rows still pending of a message whose text is still the one
- * translated (an edit meanwhile asked for a translation of its own text, which the edit's job
- * stores); resolves with the `<message id> <language>` stored.
- */
-async function storeResults(tx: Transaction, now: Date, results: StoredResult[]): Promise<Set<string>> {
-  if (results.length === 0) return new Set();
-  const values = sql.join(
-    results.map(
-      (result) =>
-        sql`(${result.message.id}, ${result.language}, ${result.status}, ${result.content}::text, ${result.message.content}::text)`,
-    ),
-    sql`, `,
-  );
-  const stored = await tx.execute(sql`
-    update ${messageTranslations} set status = results.status, content = results.content,
-      updated_at = ${now.toISOString()}::timestamptz
-    from (values ${values}) as results (message_id, language, status, content, source)
-    where ${messageTranslations.messageId} = results.message_id
-      and ${messageTranslations.language} = results.language
-      and ${messageTranslations.status} = 'pending'
-      and exists (select 1 from ${messages} m where m.id = results.message_id and m.content = results.source)
-    returning ${messageTranslations.messageId} as message_id, ${messageTranslations.language} as language`);
-  return new Set(
-    rowsOf<{ message_id: string; language: Language }>(stored).map((row) => `${row.message_id} ${row.language}`),
-  );
-}
+/** What a batch stores in the translation cache: what the provider translated (new rows), and the keys the cache answered (marked used). */
+type CacheRows = { added: Map<string, string>; used: Set<string> };
 
-/** What the provider translated goes into the cache; what the cache answered is marked used. */
-async function storeCache(tx: Transaction, now: Date, work: Work[], outcomes: Map<Work, Outcome[]>): Promise<void> {
-  const rows = new Map<string, { key: string; content: string; usedAt: Date }>();
+function cacheRows(work: Work[], outcomes: Map<Work, Outcome[]>): CacheRows {
+  const added = new Map<string, string>();
   const used = new Set<string>();
   for (const item of work) {
     for (const outcome of outcomes.get(item)!) {
@@ -349,20 +316,71 @@ async function storeCache(tx: Transaction, now: Date, work: Work[], outcomes: Ma
       for (const [text, content] of outcome.translations) {
         const key = cacheKey(item.message.language, outcome.language, text);
         if (outcome.cached.has(text)) used.add(key);
-        else rows.set(key, { key, content, usedAt: now });
+        else added.set(key, content);
       }
     }
   }
-  if (rows.size > 0)
-    await tx
-      .insert(translationCache)
-      .values([...rows.values()])
-      .onConflictDoNothing();
-  if (used.size > 0)
-    await tx
-      .update(translationCache)
-      .set({ usedAt: now })
-      .where(inArray(translationCache.key, [...used]));
+  return { added, used };
+}
+
+/**
+ * A batch's whole write as one statement (prepared: its text never varies): the cache's new
+ * rows and the keys it answered; every result, on rows still pending of a message whose text is
+ * still the one translated (an edit meanwhile asked for a translation of its own text, which the
+ * edit's job stores), so a second run of the same job (a retry after a crash) stores nothing
+ * twice; a `translation.ready` event for each result stored (not for "not needed"); and the jobs
+ * of the languages to try again.
+ */
+function storeStatement(
+  now: Date,
+  cache: CacheRows,
+  results: StoredResult[],
+  retries: OutboxJob<TranslationJobPayload>[],
+): SQL {
+  const at = now.toISOString();
+  const events = results.map((result) =>
+    result.status === "not_needed"
+      ? null
+      : JSON.stringify(eventPayload(translationReady(result.message, result.language, result.status, result.content))),
+  );
+  const stream = results.map((result) =>
+    result.status === "not_needed" ? null : messageStream(result.message).stream,
+  );
+  return sql`
+    with cache_added as (
+      insert into ${translationCache} (key, content, used_at)
+      select c.key, c.content, ${at}::timestamptz
+      from unnest(${arrayParam([...cache.added.keys()])}::text[], ${arrayParam([...cache.added.values()])}::text[]) as c(key, content)
+      on conflict do nothing
+      returning 1),
+    cache_used as (
+      update ${translationCache} set used_at = ${at}::timestamptz
+      where ${translationCache.key} = any(${arrayParam([...cache.used])}::text[])
+      returning 1),
+    results as (
+      select * from unnest(
+        ${arrayParam(results.map((result) => result.message.id))}::text[],
+        ${arrayParam(results.map((result) => result.language))}::text[],
+        ${arrayParam(results.map((result) => result.status))}::text[],
+        ${arrayParam(results.map((result) => result.content))}::text[],
+        ${arrayParam(results.map((result) => result.message.content))}::text[],
+        ${arrayParam(stream)}::text[],
+        ${arrayParam(events)}::text[]) with ordinality
+        as r(message_id, language, status, content, source, stream, payload, ord)),
+    stored as (
+      update ${messageTranslations} t set status = r.status, content = r.content,
+        updated_at = ${at}::timestamptz
+      from results r
+      where t.message_id = r.message_id and t.language = r.language and t.status = 'pending'
+        and exists (select 1 from ${messages} m where m.id = r.message_id and m.content = r.source)
+      returning t.message_id, t.language),
+    ${eventCte(sql`select r.stream, r.payload::jsonb, ${at}::timestamptz
+      from results r join stored s on s.message_id = r.message_id and s.language = r.language
+      where r.payload is not null order by r.ord`)},
+    retries as (${jobRowsInsert(now, translationJobs.message, retries)})
+    select (select count(*) from stored)::integer as stored, (select count(*) from cache_added)::integer as cached,
+      (select count(*) from cache_used)::integer as used, (select count(*) from retries)::integer as retries,
+      ${EVENTS_WRITTEN}`;
 }
 
 function translationReady(
