@@ -9,9 +9,6 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { jobOutbox, pushDevices, users } from "../db/schema/index.ts";
 import { startWorkers } from "../server/app.ts";
 import { loadConfig } from "../server/config.ts";
-import { statementScope } from "../db/statement-count.ts";
-import { deliverPushes } from "../server/services/push/delivery.ts";
-import { createPushProviders } from "../server/services/push/providers/index.ts";
 import { createLogger } from "../server/logger.ts";
 import { pushConsumer } from "../server/consumers/push.ts";
 import type { Database } from "../db/client.ts";
@@ -326,40 +323,6 @@ describe("who gets a push", () => {
       "with",
       "select",
     ]);
-  });
-});
-
-describe("push jobs that arrive together", () => {
-  it("share their reads: three messages' first sends cost two statements, and each device gets each message once", async () => {
-    const { owner, members, workspaceId, channelId } = await team(2);
-    const phones = await Promise.all(members.map((member) => addDevice(member, "expo")));
-    // At the default level (mentions) the jobs of these plain messages push nobody...
-    const posted: { id: string }[] = [];
-    for (const n of [1, 2, 3]) posted.push(await post(owner, workspaceId, channelId, { content: `Together ${n}` }));
-    await settle();
-    for (const phone of phones) expect(pushesTo(phone)).toEqual([]);
-    // ...and once the members push everything, the three go as one batch of a worker.
-    for (const member of members) await setChannelPush(member, "all");
-    const { providers } = createPushProviders(loadConfig({ ...server.env, PORT: "0" }).push, {
-      clock: deps().clock,
-      logger: createLogger("silent"),
-    });
-    const scope = `push-batch-${randomBytes(4).toString("hex")}`;
-    const failed = await statementScope(scope, () =>
-      deliverPushes(
-        deps(),
-        providers,
-        posted.map((message) => ({ messageId: message.id })),
-      ),
-    );
-    expect(failed.size).toBe(0);
-    expect(statementsOf(server).inScope(scope).count).toBe(2);
-    for (const phone of phones)
-      expect(
-        pushesTo(phone)
-          .map((push) => push.body)
-          .sort(),
-      ).toEqual(["Together 1", "Together 2", "Together 3"]);
   });
 });
 

@@ -2,15 +2,14 @@
 // round trips (and, for translation, provider requests). A job goes at once when fewer than
 // `atOnce` batches are running; otherwise it waits for the next batch (with up to `batchSize`
 // others) and resolves or fails with it. Alone, a job goes at once; under load, jobs go together.
-// Used by the translation, push and outbound-webhook queues, whose jobs are stable per record, so a
-// batch that fails is retried job by job by the queue; a batch may also fail some of its jobs only.
+// Used by the translation and outbound-webhook queues, whose jobs are stable per record, so a
+// batch that fails is retried job by job by the queue.
 export class Batcher<Item> {
   private waiting: { item: Item; settle: (error?: unknown) => void }[] = [];
   private running = 0;
 
   constructor(
-    /** A batch's work; it may answer the items that failed alone (their jobs fail, the others succeed). */
-    private readonly run: (items: Item[]) => Promise<void | ReadonlyMap<Item, unknown>>,
+    private readonly run: (items: Item[]) => Promise<void>,
     private readonly options: { batchSize: number; atOnce: number },
   ) {}
 
@@ -28,10 +27,7 @@ export class Batcher<Item> {
     this.running++;
     this.run(batch.map((job) => job.item))
       .then(
-        (failed) =>
-          batch.forEach((job) =>
-            failed?.has(job.item) ? job.settle(failed.get(job.item) ?? new Error("job failed")) : job.settle(),
-          ),
+        () => batch.forEach((job) => job.settle()),
         (error: unknown) => batch.forEach((job) => job.settle(error ?? new Error("batch failed"))),
       )
       .finally(() => {

@@ -7,7 +7,7 @@
 // backoff, so an outage delays pushes and doubles none.
 import { setImmediate } from "node:timers/promises";
 import { eq, inArray, sql, type SQL } from "drizzle-orm";
-import { arrayLiteral, arrayParam, prepared, runStatementRows } from "../../../db/prepared.ts";
+import { arrayParam, prepared, runStatementRows } from "../../../db/prepared.ts";
 import { attachments, channels, messages, pushDevices, rooms, users } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
 import { retryDelayMs, type Backoff } from "../../jobs/backoff.ts";
@@ -69,30 +69,24 @@ function prepareMessageLookup(db: Deps["db"], name: string) {
     .leftJoin(users, eq(users.id, messages.authorUserId))
     .leftJoin(channels, eq(channels.id, messages.channelId))
     .leftJoin(rooms, eq(rooms.id, messages.roomId))
-    .where(sql`${messages.id} = any(${sql.placeholder("ids")}::text[])`)
+    .where(eq(messages.id, sql.placeholder("messageId")))
+    .limit(1)
     .prepare(name);
 }
 
-/**
- * The messages of `ids` with their files' names, by one statement prepared once (every push job
- * runs it). Left out: those gone (deleted, or with their channel or conversation), and server
- * notices, which wake nobody.
- */
-async function loadMessages(deps: Deps, ids: string[]): Promise<Map<string, MessageForPush>> {
-  const rows = await prepared(deps.db, "push_messages", prepareMessageLookup).execute({ ids: arrayLiteral(ids) });
-  const loaded = new Map<string, MessageForPush>();
-  for (const row of rows) {
-    const { message } = row;
-    if (message.type === "system" || message.deletedAt !== null) continue;
-    loaded.set(message.id, {
-      message,
-      senderName: row.userName ?? message.authorName ?? "Someone",
-      channelName: row.channelName,
-      roomName: row.roomName,
-      attachmentNames: row.attachmentNames ?? [],
-    });
-  }
-  return loaded;
+/** The message and its files' names, by one statement prepared once (every push job runs it). */
+async function loadMessage(deps: Deps, messageId: string): Promise<MessageForPush | undefined> {
+  const [row] = await prepared(deps.db, "push_message", prepareMessageLookup).execute({ messageId });
+  // Gone (deleted, or with its channel or conversation), or a server notice nobody is woken for.
+  if (!row || row.message.type === "system" || row.message.deletedAt !== null) return undefined;
+  const { message } = row;
+  return {
+    message,
+    senderName: row.userName ?? message.authorName ?? "Someone",
+    channelName: row.channelName,
+    roomName: row.roomName,
+    attachmentNames: row.attachmentNames ?? [],
+  };
 }
 
 /** A device to send to, with its user's badge (`total_mentions`), as the delivery statements answer it. */
@@ -112,28 +106,27 @@ export function retryFilter(device: string, retry: PushJobPayload["retry"]): SQL
 }
 
 /**
- * One statement: the users each message of `ids` is for (audience.ts) who have a device and are
- * not `dnd` now (docs/presence.md: their counts still grow, nothing is pushed), each one's
- * badge, counted now (the messages committed before their events reached the consumer, so they
- * count), and their devices. Badges are computed once per recipient with a device, never for
+ * One statement: the users the message is for (audience.ts) who have a device and are not
+ * `dnd` now (docs/presence.md: their counts still grow, nothing is pushed), each one's
+ * badge, counted now (the message committed before its event reached the consumer, so it
+ * counts), and their devices. Badges are computed once per recipient with a device, never for
  * members without one.
  */
-async function recipientDevices(deps: Deps, ids: string[], retry: PushJobPayload["retry"]) {
-  // Prepared (its text is the same for every batch): PostgreSQL took about 5 ms to plan it,
+async function recipientDevices(deps: Deps, messageId: string, retry: PushJobPayload["retry"]) {
+  // Prepared (its text is the same for every message): PostgreSQL took about 5 ms to plan it,
   // more than to run it, when it came as a new statement for every job.
-  return runStatementRows<DeviceRow & { message_id: string }>(
+  return runStatementRows<DeviceRow>(
     deps.db,
     sql`
       with recipients as materialized (
-        select distinct m.id as message_id, r.user_id
-        from ${pushMessageRows(sql`${arrayParam(ids)}::text[]`)} cross join lateral (${pushRecipientsOfRow}) r
+        select distinct r.user_id
+        from ${pushMessageRows(sql`array[${messageId}::text]`)} cross join lateral (${pushRecipientsOfRow}) r
         where exists (select 1 from ${pushDevices} rd where rd.user_id = r.user_id ${retryFilter("rd", retry)})
           and not ${doNotDisturb(sql`r.user_id`, deps.clock.now())}),
       badges as materialized (
-        select recipient.user_id, ${totalMentions(sql`recipient.user_id`)} as badge
-        from (select distinct user_id from recipients) recipient)
-      select rc.message_id, d.id, d.provider, d.platform, d.token_sealed, b.badge
-      from recipients rc join ${pushDevices} d on d.user_id = rc.user_id join badges b on b.user_id = rc.user_id
+        select recipient.user_id, ${totalMentions(sql`recipient.user_id`)} as badge from recipients recipient)
+      select d.id, d.provider, d.platform, d.token_sealed, b.badge
+      from ${pushDevices} d join badges b on b.user_id = d.user_id
       where true ${retryFilter("d", retry)}`,
   );
 }
@@ -152,84 +145,29 @@ async function inBatches(provider: PushProvider, sends: PushSend[]): Promise<Pus
   return outcomes.flat();
 }
 
-/** Push jobs a worker process gathers (server/jobs/batcher.ts): up to 50 together, two batches at once. */
-export const PUSH_BATCH = { batchSize: 50, atOnce: 2 };
-
-/**
- * The push jobs of a batch: the first sends of its messages together (one statement for their
- * recipients, devices and badges, one for the messages), each retry on its own (its devices
- * only). Each message is sent on its own (one notification, each recipient's badge). Answers
- * the jobs that failed, with their errors: a job whose message was sent is not failed by
- * another's error.
- */
-export async function deliverPushes(
-  deps: Deps,
-  providers: PushProviders,
-  payloads: PushJobPayload[],
-): Promise<Map<PushJobPayload, unknown>> {
-  const failed = new Map<PushJobPayload, unknown>();
-  const firsts = payloads.filter((payload) => !payload.retry);
-  const groups = [...(firsts.length > 0 ? [firsts] : []), ...payloads.filter((p) => p.retry).map((p) => [p])];
-  for (const group of groups) {
-    try {
-      await deliverGroup(deps, providers, group, failed);
-    } catch (error) {
-      for (const payload of group) failed.set(payload, error);
-    }
-  }
-  return failed;
-}
-
-async function deliverGroup(
-  deps: Deps,
-  providers: PushProviders,
-  group: PushJobPayload[],
-  failed: Map<PushJobPayload, unknown>,
-): Promise<void> {
-  const retry = group[0]!.retry;
-  // Whom they are for first: at the default level most channel messages are for nobody, and
-  // such a batch costs this one statement.
-  const rows = await recipientDevices(deps, [...new Set(group.map((payload) => payload.messageId))], retry);
+export async function deliverPush(deps: Deps, providers: PushProviders, payload: PushJobPayload): Promise<void> {
+  // Whom it is for first: at the default level most channel messages are for nobody, and such a
+  // job costs this one statement.
+  const rows = await recipientDevices(deps, payload.messageId, payload.retry);
   if (rows.length === 0) return;
-  const devicesOf = new Map<string, DeviceRow[]>();
-  for (const row of rows) devicesOf.set(row.message_id, [...(devicesOf.get(row.message_id) ?? []), row]);
-  const loaded = await loadMessages(deps, [...devicesOf.keys()]);
-  await Promise.all(
-    [...devicesOf].map(async ([messageId, devices]) => {
-      const message = loaded.get(messageId);
-      if (!message) return; // deleted meanwhile: nothing is sent
-      try {
-        await sendMessage(deps, providers, message, devices, retry?.attempt ?? 1);
-      } catch (error) {
-        for (const payload of group) if (payload.messageId === messageId) failed.set(payload, error);
-      }
-    }),
-  );
-}
-
-/** One message to its recipients' devices (the original text: translations are not built yet), each with their own badge. */
-async function sendMessage(
-  deps: Deps,
-  providers: PushProviders,
-  loaded: MessageForPush,
-  devices: DeviceRow[],
-  attempt: number,
-): Promise<void> {
-  const messageId = loaded.message.id;
+  const loaded = await loadMessage(deps, payload.messageId);
+  if (!loaded) return;
+  // One notification for every recipient (the original text: translations are not built yet),
+  // each with their own badge.
   const notification = pushNotificationFor(loaded);
-  const outcomes = await sendToDevices(deps, providers, devices, (target, badge) => ({ target, notification, badge }), {
-    messageId,
+  const outcomes = await sendToDevices(deps, providers, rows, (target, badge) => ({ target, notification, badge }), {
+    messageId: payload.messageId,
   });
   for (const [provider, sent] of outcomes) {
     await scheduleRetry(deps, provider, sent, {
       definition: pushJobs.message,
-      attempt,
+      attempt: payload.retry?.attempt ?? 1,
       maxAttempts: MAX_PUSH_ATTEMPTS,
       next: (retry) => ({
-        payload: { messageId, retry },
-        jobId: `${pushJobId(messageId)}-${provider}-${retry.attempt}`,
+        payload: { messageId: payload.messageId, retry },
+        jobId: `${pushJobId(payload.messageId)}-${provider}-${retry.attempt}`,
       }),
-      log: { messageId },
+      log: { messageId: payload.messageId },
     });
   }
 }
