@@ -338,13 +338,11 @@ function storeStatement(
   retries: OutboxJob<TranslationJobPayload>[],
 ): SQL {
   const at = now.toISOString();
+  // Each stored result's event (none for "not needed"): its stream and payload.
   const events = results.map((result) =>
     result.status === "not_needed"
       ? null
-      : JSON.stringify(eventPayload(translationReady(result.message, result.language, result.status, result.content))),
-  );
-  const stream = results.map((result) =>
-    result.status === "not_needed" ? null : messageStream(result.message).stream,
+      : translationReady(result.message, result.language, result.status, result.content),
   );
   return sql`
     with cache_added as (
@@ -364,8 +362,8 @@ function storeStatement(
         ${arrayParam(results.map((result) => result.status))}::text[],
         ${arrayParam(results.map((result) => result.content))}::text[],
         ${arrayParam(results.map((result) => result.message.content))}::text[],
-        ${arrayParam(stream)}::text[],
-        ${arrayParam(events)}::text[]) with ordinality
+        ${arrayParam(events.map((event) => event?.stream ?? null))}::text[],
+        ${arrayParam(events.map((event) => (event ? JSON.stringify(eventPayload(event)) : null)))}::text[]) with ordinality
         as r(message_id, language, status, content, source, stream, payload, ord)),
     stored as (
       update ${messageTranslations} t set status = r.status, content = r.content,
@@ -378,9 +376,7 @@ function storeStatement(
       from results r join stored s on s.message_id = r.message_id and s.language = r.language
       where r.payload is not null order by r.ord`)},
     retries as (${jobRowsInsert(now, translationJobs.message, retries)})
-    select (select count(*) from stored)::integer as stored, (select count(*) from cache_added)::integer as cached,
-      (select count(*) from cache_used)::integer as used, (select count(*) from retries)::integer as retries,
-      ${EVENTS_WRITTEN}`;
+    select ${EVENTS_WRITTEN}`;
 }
 
 function translationReady(
