@@ -126,12 +126,7 @@ export async function enqueueJobs<Payload>(
   jobs: OutboxJob<Payload>[],
 ): Promise<number> {
   if (jobs.length === 0) return 0;
-  const written = await tx
-    .insert(jobOutbox)
-    .values(jobs.map((job) => outboxRow(now, definition, job)))
-    .onConflictDoNothing({ target: jobOutbox.jobId })
-    .returning({ id: jobOutbox.id });
-  return written.length;
+  return rowsOf(await tx.execute(jobRowsInsert(now, definition, jobs))).length;
 }
 
 /**
