@@ -162,6 +162,8 @@ describe("a channel message", () => {
   it("costs its job three statements: the message, the cache, then results, events and cache in one", async () => {
     const t = await team("ja");
     const posted = await post(t, t.owner, { content: unique("Counted") });
+    // The consumer's job (its pending rows come with it); a read before them would ask for one of its own.
+    await until(async () => ((await translationRows(posted.id)).length > 0 ? true : undefined), "the pending rows");
     expect((await settled(t, t.reader, posted.id)).translation).toMatchObject({ status: "done" });
     const statements = statementsOf(server).inScope(`job translate-${posted.id}`);
     expect(statements.complete).toBe(true);

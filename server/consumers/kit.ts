@@ -60,7 +60,7 @@ export interface Consumer {
   readonly refreshOn?: ReadonlySet<string>;
   refresh?(): Promise<void>;
   /**
-   * Work that may wait (an author's read position): the kit hands the consumer what accumulated
+   * Work that may wait a little (an author's read position, a push): the kit hands the consumer what accumulated
    * at most this many milliseconds after the first event of it, in one batch, instead of every
    * batch the relay positions, so that a busy log costs it one write per period rather than one
    * statement per batch. The kit keeps the batches it was handed meanwhile (its events only), so
@@ -78,6 +78,14 @@ export interface Consumer {
    */
   backfillStep?(): Promise<"more" | "done">;
 }
+
+/**
+ * The `coalesceMs` of the consumers whose work someone waits for (push, translation, outbound
+ * webhooks): a tenth of a second later at most, one statement (and one hand-over of jobs) per
+ * tenth of a second of posts instead of one per batch the relay positions, which under load is
+ * every few milliseconds.
+ */
+export const PROMPT_COALESCE_MS = 100;
 
 /** A consumer's cursor row is written this long after an idle batch moved it, at the latest. */
 const PERSIST_IDLE_MS = 30_000;

@@ -12,7 +12,14 @@ import { isoTimestamp, type Clock } from "../clock.ts";
 import { newId } from "../ids.ts";
 import { deliveryBody, OUTBOUND_EVENTS, outboundWorkspaceOf } from "../services/outbound-webhooks/events.ts";
 import { deliverJobId, outboundJobs } from "../services/outbound-webhooks/jobs.ts";
-import { batchResultOf, type BatchResult, type Consumer, type CursorMove, type LoggedEvent } from "./kit.ts";
+import {
+  batchResultOf,
+  PROMPT_COALESCE_MS,
+  type BatchResult,
+  type Consumer,
+  type CursorMove,
+  type LoggedEvent,
+} from "./kit.ts";
 
 type ActiveWebhook = { id: string; workspace_id: string; events: string[]; created_at: Date };
 
@@ -22,6 +29,7 @@ export function outboundConsumer(deps: { db: Database; clock: Clock }): Consumer
   return {
     name: "outbound",
     types: new Set(OUTBOUND_EVENTS),
+    coalesceMs: PROMPT_COALESCE_MS,
     refreshOn: new Set(["outbound.webhooks_changed"]),
     async refresh() {
       const rows = rowsOf<ActiveWebhook & { created_at: Date | string }>(

@@ -19,13 +19,21 @@ import type { Clock } from "../clock.ts";
 import { placeMembersOfRow } from "../policy/audiences.ts";
 import { BADGE_WINDOW_MS, pushJobs } from "../services/push/jobs.ts";
 import { createdMessages, messageRows } from "./batch-places.ts";
-import { batchResultOf, type BatchResult, type Consumer, type CursorMove, type LoggedEvent } from "./kit.ts";
+import {
+  batchResultOf,
+  PROMPT_COALESCE_MS,
+  type BatchResult,
+  type Consumer,
+  type CursorMove,
+  type LoggedEvent,
+} from "./kit.ts";
 
 export function pushConsumer(deps: { db: Database; clock: Clock }): Consumer {
   let anyDevice = true;
   return {
     name: "push",
     types: new Set(["message.created", "read.updated"]),
+    coalesceMs: PROMPT_COALESCE_MS,
     refreshOn: new Set(["push.device_registered"]),
     async refresh() {
       const [row] = rowsOf<{ any: boolean }>(

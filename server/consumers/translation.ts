@@ -14,12 +14,20 @@ import { arrayParam, runStatement } from "../../db/prepared.ts";
 import { translationJobId, translationJobs } from "../services/translation/jobs.ts";
 import { hasProse } from "../services/translation/protect.ts";
 import { createdMessages, messageRows } from "./batch-places.ts";
-import { batchResultOf, type BatchResult, type Consumer, type CursorMove, type LoggedEvent } from "./kit.ts";
+import {
+  batchResultOf,
+  PROMPT_COALESCE_MS,
+  type BatchResult,
+  type Consumer,
+  type CursorMove,
+  type LoggedEvent,
+} from "./kit.ts";
 
 export function translationConsumer(deps: { db: Database; clock: Clock }): Consumer {
   return {
     name: "translation",
     types: new Set(["message.created", "message.updated"]),
+    coalesceMs: PROMPT_COALESCE_MS,
     async handle(events: LoggedEvent[], move: CursorMove): Promise<BatchResult> {
       const messages = createdMessages(events, { edited: true }).filter(
         ({ record }) => !record.skip_translation && hasProse(record.content),

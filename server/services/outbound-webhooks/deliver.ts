@@ -9,7 +9,7 @@
 // once, one statement for their results.
 import { and, eq, inArray, sql } from "drizzle-orm";
 import { rowsOf, type Transaction } from "../../../db/client.ts";
-import { arrayParam, runStatement } from "../../../db/prepared.ts";
+import { arrayLiteral, arrayParam, prepared, runStatement } from "../../../db/prepared.ts";
 import {
   jobOutbox,
   outboundDeliveries,
@@ -110,6 +110,16 @@ export async function send(
   }
 }
 
+/** The deliveries of a batch of jobs with their webhooks: one statement prepared once (every batch runs it). */
+function prepareDeliveryLookup(db: Deps["db"], name: string) {
+  return db
+    .select({ delivery: outboundDeliveries, webhook: outboundWebhooks })
+    .from(outboundDeliveries)
+    .innerJoin(outboundWebhooks, eq(outboundWebhooks.id, outboundDeliveries.webhookId))
+    .where(sql`${outboundDeliveries.id} = any(${sql.placeholder("ids")}::text[])`)
+    .prepare(name);
+}
+
 /**
  * The jobs: each delivery's attempt, unless the delivery is settled, that attempt was already
  * made (a job that ran twice), or its webhook is gone. An inactive webhook's delivery fails
@@ -118,11 +128,9 @@ export async function send(
 export async function deliverMany(deps: Deps, payloads: DeliverPayload[]): Promise<void> {
   const jobs = new Map<string, number>();
   for (const { deliveryId, attempt } of payloads) jobs.set(deliveryId, Math.max(attempt, jobs.get(deliveryId) ?? 0));
-  const found = await deps.db
-    .select({ delivery: outboundDeliveries, webhook: outboundWebhooks })
-    .from(outboundDeliveries)
-    .innerJoin(outboundWebhooks, eq(outboundWebhooks.id, outboundDeliveries.webhookId))
-    .where(inArray(outboundDeliveries.id, [...jobs.keys()]));
+  const found = await prepared(deps.db, "outbound_deliveries_due", prepareDeliveryLookup).execute({
+    ids: arrayLiteral([...jobs.keys()]),
+  });
   const due = found.filter(
     ({ delivery }) => delivery.status === "pending" && delivery.attempts < jobs.get(delivery.id)!,
   );
