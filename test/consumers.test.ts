@@ -6,7 +6,7 @@ import { sql } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { rowsOf, type Database } from "../db/client.ts";
 import { statementScope } from "../db/statement-count.ts";
-import type { LoggedEvent } from "../server/consumers/kit.ts";
+import { readLoggedEvents, type LoggedEvent } from "../server/consumers/kit.ts";
 import { outboundConsumer } from "../server/consumers/outbound-webhooks.ts";
 import { pushConsumer } from "../server/consumers/push.ts";
 import { attachments } from "../db/schema/index.ts";
@@ -262,5 +262,34 @@ describe("the outbound consumer", () => {
       .catch((error: unknown) => {
         if (!(error instanceof Error) || !error.message.includes("Rollback")) throw error;
       });
+  });
+});
+
+describe("a consumer catching up", () => {
+  it("reads the log in the order of its positions, across a power of ten (9 before 10)", async () => {
+    const owner = await registerUser(ctx.api);
+    const place = await createWorkspaceWithGeneral(ctx.api, owner);
+    const { db, relay } = ctx.server.app.deps;
+    // At least twelve positioned events, so the read below spans 9 → 10 (or a later power of ten).
+    for (let i = 0; i < 12; i++) {
+      const answer = await ctx.api.post(
+        `/api/v1/workspaces/${place.workspaceId}/channels/${place.channelId}/messages`,
+        { content: `catch-up ${i}` },
+        { token: owner.token },
+      );
+      expect(answer.status).toBe(201);
+    }
+    await relay.flush();
+    const [newest] = rowsOf<{ position: string }>(
+      await db.execute(sql`select max(position)::text as position from stream_events`),
+    );
+    const upTo = Number(newest!.position);
+    expect(upTo).toBeGreaterThanOrEqual(12);
+    const events = await readLoggedEvents(db, 0, upTo, 500);
+    const positions = events.map((event) => event.position);
+    expect(positions.length).toBeGreaterThanOrEqual(12);
+    expect(positions).toEqual([...positions].sort((a, b) => a - b));
+    // A batch ends at its newest event: the kit moves the cursor there.
+    expect(positions.at(-1)).toBe(Math.max(...positions));
   });
 });

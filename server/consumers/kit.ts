@@ -342,14 +342,8 @@ export class ConsumerKit {
   }
 
   /** The events after `position`, up to `upTo`, oldest first. */
-  private async read(position: number, upTo: number): Promise<LoggedEvent[]> {
-    const rows = rowsOf<{ position: string; created_at: Date | string; payload: unknown }>(
-      await this.deps.db.execute(sql`
-        select position::text as position, created_at, payload from ${streamEvents}
-        where position > ${position} and position <= ${upTo}
-        order by position limit ${CATCH_UP_BATCH}`),
-    );
-    return rows.map(toLoggedEvent);
+  private read(position: number, upTo: number): Promise<LoggedEvent[]> {
+    return readLoggedEvents(this.deps.db, position, upTo, CATCH_UP_BATCH);
   }
 
   private async reload(state: State): Promise<void> {
@@ -401,6 +395,23 @@ export class ConsumerKit {
 export function batchResultOf(row: { moved: number; jobs: number } | undefined): BatchResult {
   if (!row?.moved) return "moved_elsewhere";
   return { wrote: row.jobs > 0 ? "jobs" : "rows" };
+}
+
+/** At most `limit` events of the log after `after`, up to `upTo`, in the order of their positions. */
+export async function readLoggedEvents(
+  db: Database,
+  after: number,
+  upTo: number,
+  limit: number,
+): Promise<LoggedEvent[]> {
+  // Ordered by the column, not by the text the select answers (in which "10" comes before "9").
+  const rows = rowsOf<{ position: string; created_at: Date | string; payload: unknown }>(
+    await db.execute(sql`
+      select position::text as position, created_at, payload from ${streamEvents}
+      where position > ${after} and position <= ${upTo}
+      order by ${streamEvents.position} limit ${limit}`),
+  );
+  return rows.map(toLoggedEvent);
 }
 
 export function toLoggedEvent(row: {

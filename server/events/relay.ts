@@ -70,14 +70,16 @@ update stream_events e set position = p.position, published_at = now()
 from positioned p where e.id = p.id
 returning e.stream, e.position::text as position, e.created_at, e.payload`;
 
+// Ordered by the column (stream_events.position), not by the text the select answers, in which
+// "10" comes before "9": with a limit, that would take the wrong events.
 const RECENTLY_POSITIONED = `
 select stream, position::text as position, created_at, payload from stream_events
 where position is not null and published_at > now() - make_interval(secs => $1)
-order by position limit 20000`;
+order by stream_events.position limit 20000`;
 
 const POSITIONED_FROM = `
 select stream, position::text as position, created_at, payload from stream_events
-where position >= $1::bigint order by position limit $2`;
+where position >= $1::bigint order by stream_events.position limit $2`;
 
 type PositionedRow = { stream: string; position: string; created_at: Date | string; payload: unknown };
 
