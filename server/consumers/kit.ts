@@ -244,9 +244,12 @@ export class ConsumerKit {
   /** A coalescing consumer's turn: what it holds, then the log for anything beyond. */
   private coalescedTurn(state: State): Promise<void> {
     const held = state.held;
+    const upTo = this.reached;
     state.held = undefined;
-    state.takenTo = held?.to;
-    return this.advance(state, held, this.reached);
+    // The turn goes to `upTo` (past what it held, by reading the log, when the relay handed more
+    // than it could hold): the batches handed after it continue from there.
+    state.takenTo = upTo;
+    return this.advance(state, held, upTo);
   }
 
   /** Resolves when every batch handed over so far has been handled (tests, shutdown). */
