@@ -161,11 +161,22 @@ describe("a channel message", () => {
 
   it("costs its job three statements: the message, the cache, then results, events and cache in one", async () => {
     const t = await team("ja");
+    const mark = statementsOf(server).total();
     const posted = await post(t, t.owner, { content: unique("Counted") });
     // The consumer's job (its pending rows come with it); a read before them would ask for one of its own.
     await until(async () => ((await translationRows(posted.id)).length > 0 ? true : undefined), "the pending rows");
     expect((await settled(t, t.reader, posted.id)).translation).toMatchObject({ status: "done" });
-    const statements = statementsOf(server).inScope(`job translate-${posted.id}`);
+    // Its job is the consumer's batch (only this message), named by the position of its event.
+    const jobScopes = new Set(
+      statementsOf(server)
+        .since(mark)
+        .statements.map((statement) => statement.scope)
+        .filter((scope) => scope.startsWith("job translate-")),
+    );
+    expect([...jobScopes]).toHaveLength(1);
+    const [jobScope] = jobScopes;
+    expect(jobScope).toMatch(/^job translate-p\d+$/);
+    const statements = statementsOf(server).inScope(jobScope!, mark);
     expect(statements.complete).toBe(true);
     expect(statements.statements.map((statement) => statement.text.trim().split(/\s+/)[0])).toEqual([
       "select",

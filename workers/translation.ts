@@ -1,5 +1,5 @@
-// Translation queue processor: one job per message (and per language a reader asked for, and
-// per retry); server/services/translation/translate-message.ts does the work, for the jobs that
+// Translation queue processor: one job per batch of the translation consumer (its messages), per
+// message and language a reader asked for, and per retry; server/services/translation/translate-message.ts does the work, for the jobs that
 // arrive together in one batch. Without a provider (TRANSLATION_PROVIDER=none) no translation
 // job is ever written.
 import type { Deps } from "../server/deps.ts";
@@ -22,6 +22,11 @@ export function translationHandlers(deps: Deps, provider: TranslationProvider | 
       // Jobs written while a provider was configured, run by a process without one.
       if (!batcher) throw new PermanentJobError("TRANSLATION_PROVIDER is none in this process");
       await batcher.add(payload);
+    }),
+    // A batch of the translation consumer: its messages go to the worker's batches together.
+    jobHandler(translationJobs.messages, async ({ messageIds }) => {
+      if (!batcher) throw new PermanentJobError("TRANSLATION_PROVIDER is none in this process");
+      await batcher.addAll(messageIds.map((messageId) => ({ messageId })));
     }),
     jobHandler(translationJobs.pruneCache, () => pruneTranslationCache(deps)),
   ]);

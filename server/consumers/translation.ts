@@ -1,8 +1,9 @@
 // The translation consumer: for each new or edited message with prose, a pending translation
 // for each language its readers read but its own (all of them when its language is unknown, as
-// for a bot's post) and one job: `translate-<message id>` for a post, `translate-<message id>-e<position>`
-// for an edit (the edit dropped the old translations; a job id of its own is not taken for
-// the post's job, which the queue may still remember). One statement per batch, with the cursor;
+// for a bot's post), and for the messages of a batch that got one, one job
+// (`translation.messages`, at most MESSAGES_PER_JOB messages a job, its id
+// `translate-p<position of its first message's event>`: positions are never reused, so an edit's
+// job never meets the post's in the queue's memory). One statement per batch, with the cursor;
 // nothing, not even a job, for a message whose readers all share its language. Registered only
 // when the server translates (TRANSLATION_PROVIDER).
 import { sql } from "drizzle-orm";
@@ -11,7 +12,7 @@ import { jobOutbox, messageTranslations } from "../../db/schema/index.ts";
 import type { Clock } from "../clock.ts";
 import { placeReaderLanguagesOfRow } from "../policy/audiences.ts";
 import { arrayParam, runStatement } from "../../db/prepared.ts";
-import { translationJobId, translationJobs } from "../services/translation/jobs.ts";
+import { MESSAGES_PER_JOB, translationJobs } from "../services/translation/jobs.ts";
 import { hasProse } from "../services/translation/protect.ts";
 import { createdMessages, messageRows } from "./batch-places.ts";
 import {
@@ -34,10 +35,6 @@ export function translationConsumer(deps: { db: Database; clock: Clock }): Consu
       );
       if (messages.length === 0) return "nothing";
       const now = deps.clock.now().toISOString();
-      // translationJobId({ messageId }) for a post; an edit's own id.
-      const jobIds = messages.map(({ record, type, position }) =>
-        type === "message.created" ? translationJobId({ messageId: record.id }) : `translate-${record.id}-e${position}`,
-      );
       // Prepared: the same text for every batch (each list is one parameter), planned once.
       const row = await runStatement<{ moved: number; jobs: number }>(
         deps.db,
@@ -51,11 +48,16 @@ export function translationConsumer(deps: { db: Database; clock: Clock }): Consu
             where exists (select 1 from moved) and readers.language is distinct from m.language
             on conflict do nothing
             returning message_id),
+          owed as (
+            select j.id, j.position, (row_number() over (order by j.ord) - 1) / ${MESSAGES_PER_JOB} as chunk
+            from unnest(${arrayParam(messages.map(({ record }) => record.id))}::text[],
+              ${arrayParam(messages.map(({ position }) => position))}::bigint[]) with ordinality j(id, position, ord)
+            where j.id in (select message_id from pending)),
           jobs as (
             insert into ${jobOutbox} (name, payload, job_id, created_at)
-            select ${translationJobs.message.name}, jsonb_build_object('messageId', j.id), j.job_id, ${now}::timestamptz
-            from unnest(${arrayParam(messages.map(({ record }) => record.id))}::text[], ${arrayParam(jobIds)}::text[]) j(id, job_id)
-            where j.id in (select message_id from pending)
+            select ${translationJobs.messages.name}, jsonb_build_object('messageIds', jsonb_agg(o.id order by o.position)),
+              'translate-p' || min(o.position)::text, ${now}::timestamptz
+            from owed o group by o.chunk
             on conflict (job_id) do nothing
             returning 1)
           select (select count(*) from moved)::integer as moved, (select count(*) from jobs)::integer as jobs`,

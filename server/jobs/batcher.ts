@@ -15,10 +15,19 @@ export class Batcher<Item> {
 
   /** Resolves when the item's batch is done. */
   add(item: Item): Promise<void> {
-    return new Promise((resolve, reject) => {
-      this.waiting.push({ item, settle: (error) => (error === undefined ? resolve() : reject(error)) });
-      this.next();
-    });
+    return this.addAll([item]);
+  }
+
+  /** Several items that arrived together: they go in the same batch (up to `batchSize`). Resolves when all are done. */
+  async addAll(items: Item[]): Promise<void> {
+    const settled = items.map(
+      (item) =>
+        new Promise<void>((resolve, reject) => {
+          this.waiting.push({ item, settle: (error) => (error === undefined ? resolve() : reject(error)) });
+        }),
+    );
+    this.next();
+    await Promise.all(settled);
   }
 
   private next(): void {

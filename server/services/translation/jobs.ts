@@ -1,7 +1,8 @@
 // The translation queue's jobs. A message that readers in other languages may read gets, from
 // the translation consumer of the event log (server/consumers/translation.ts), a "pending" row
-// per such language (message_translations) and one job `translate-<message id>` that turns them
-// into translations. A reader whose language had no
+// per such language (message_translations); the messages of one batch of the consumer share a
+// job `translate-p<position of the first one's event>` (at most MESSAGES_PER_JOB messages)
+// that turns them into translations. A reader whose language had no
 // row (they changed language since, or the message predates them) gets one when they read the
 // message: a pending row and a job `translate-<message id>-<language>`. A try that failed in a
 // way that may pass (429, 5xx, a timeout) is enqueued again with `-r<attempt>` after a backoff.
@@ -12,6 +13,9 @@ import { LANGUAGES, messageTranslations, type Language, type Message } from "../
 import { defineJob } from "../../jobs/definition.ts";
 import { enqueueJob } from "../../jobs/outbox.ts";
 import type { Deps } from "../../deps.ts";
+
+/** The most messages one `translation.messages` job carries (the worker's batch size). */
+export const MESSAGES_PER_JOB = 50;
 
 export const translationJobs = {
   message: defineJob({
@@ -26,6 +30,19 @@ export const translationJobs = {
     }),
     // Provider failures are retried by the job itself (a new delayed job); these attempts
     // cover the database being away.
+    attempts: 5,
+    backoffMs: 1_000,
+  }),
+  /**
+   * The messages of one batch of the translation consumer: each translated as its own job would
+   * be (`message`), in the batches the worker makes. A job that a crash interrupts runs again
+   * and stores nothing twice (only a row still pending is written); what it can repeat is the
+   * provider's requests.
+   */
+  messages: defineJob({
+    queue: "translation",
+    name: "translation.messages",
+    payload: z.object({ messageIds: z.array(z.string().min(1)).min(1).max(MESSAGES_PER_JOB) }),
     attempts: 5,
     backoffMs: 1_000,
   }),

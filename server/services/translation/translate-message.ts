@@ -26,7 +26,7 @@ import { mapLimit } from "../../provider-http.ts";
 import { messageStream } from "../../policy/places.ts";
 import { proseOf, reassemble, splitForTranslation } from "./protect.ts";
 import { TranslationProviderError, type Translated, type TranslationProvider } from "./provider.ts";
-import { translationJobId, translationJobs, type TranslationJobPayload } from "./jobs.ts";
+import { MESSAGES_PER_JOB, translationJobId, translationJobs, type TranslationJobPayload } from "./jobs.ts";
 
 /** Tries per language, the first included: with the backoff below, about an hour of outage. */
 export const MAX_TRANSLATION_ATTEMPTS = 16;
@@ -58,7 +58,7 @@ export function cacheKey(source: Language | null, target: Language, text: string
  * Messages translated together at most, and batches of one process at once: jobs that arrive
  * while two batches are out wait and go together (server/jobs/batcher.ts).
  */
-export const TRANSLATION_BATCH = { batchSize: 50, atOnce: 2 };
+export const TRANSLATION_BATCH = { batchSize: MESSAGES_PER_JOB, atOnce: 2 };
 
 /** A message of the batch and what it still needs. */
 type Work = {
