@@ -6,8 +6,8 @@
 // enqueued again for just those devices, after the provider's Retry-After or an exponential
 // backoff, so an outage delays pushes and doubles none.
 import { setImmediate } from "node:timers/promises";
-import { eq, inArray, sql, type SQL } from "drizzle-orm";
-import { arrayParam, prepared, runStatementRows } from "../../../db/prepared.ts";
+import { inArray, sql, type SQL } from "drizzle-orm";
+import { arrayParam, runStatementRows } from "../../../db/prepared.ts";
 import { attachments, channels, messages, pushDevices, rooms, users } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
 import { retryDelayMs, type Backoff } from "../../jobs/backoff.ts";
@@ -54,41 +54,6 @@ function pushToken(deps: Deps, deviceId: string, sealed: string): string | undef
   return token;
 }
 
-function prepareMessageLookup(db: Deps["db"], name: string) {
-  return db
-    .select({
-      message: messages,
-      userName: users.name,
-      channelName: channels.name,
-      roomName: rooms.name,
-      // Its files' names, in the same round trip.
-      attachmentNames: sql<string[] | null>`(select array_agg(${attachments.filename} order by ${attachments.id})
-        from ${attachments} where ${attachments.messageId} = ${messages.id})`,
-    })
-    .from(messages)
-    .leftJoin(users, eq(users.id, messages.authorUserId))
-    .leftJoin(channels, eq(channels.id, messages.channelId))
-    .leftJoin(rooms, eq(rooms.id, messages.roomId))
-    .where(eq(messages.id, sql.placeholder("messageId")))
-    .limit(1)
-    .prepare(name);
-}
-
-/** The message and its files' names, by one statement prepared once (every push job runs it). */
-async function loadMessage(deps: Deps, messageId: string): Promise<MessageForPush | undefined> {
-  const [row] = await prepared(deps.db, "push_message", prepareMessageLookup).execute({ messageId });
-  // Gone (deleted, or with its channel or conversation), or a server notice nobody is woken for.
-  if (!row || row.message.type === "system" || row.message.deletedAt !== null) return undefined;
-  const { message } = row;
-  return {
-    message,
-    senderName: row.userName ?? message.authorName ?? "Someone",
-    channelName: row.channelName,
-    roomName: row.roomName,
-    attachmentNames: row.attachmentNames ?? [],
-  };
-}
-
 /** A device to send to, with its user's badge (`total_mentions`), as the delivery statements answer it. */
 export type DeviceRow = {
   id: string;
@@ -109,13 +74,31 @@ export function retryFilter(device: string, retry: PushJobPayload["retry"]): SQL
  * One statement: the users the message is for (audience.ts) who have a device and are not
  * `dnd` now (docs/presence.md: their counts still grow, nothing is pushed), each one's
  * badge, counted now (the message committed before its event reached the consumer, so it
- * counts), and their devices. Badges are computed once per recipient with a device, never for
- * members without one.
+ * counts), their devices, and what the notification says of the message (its sender, its
+ * place's name, its files' names). Badges are computed once per recipient with a device, never
+ * for members without one. No row when nobody gets it (or the message is gone).
  */
-async function recipientDevices(deps: Deps, messageId: string, retry: PushJobPayload["retry"]) {
+async function recipientDevices(
+  deps: Deps,
+  messageId: string,
+  retry: PushJobPayload["retry"],
+): Promise<{ loaded: MessageForPush; devices: DeviceRow[] } | undefined> {
   // Prepared (its text is the same for every message): PostgreSQL took about 5 ms to plan it,
   // more than to run it, when it came as a new statement for every job.
-  return runStatementRows<DeviceRow>(
+  const [row] = await runStatementRows<{
+    id: string;
+    workspace_id: string | null;
+    channel_id: string | null;
+    conversation_id: string | null;
+    room_id: string | null;
+    parent_message_id: string | null;
+    content: string;
+    sender_name: string;
+    channel_name: string | null;
+    room_name: string | null;
+    attachment_names: string[] | null;
+    devices: DeviceRow[] | string;
+  }>(
     deps.db,
     sql`
       with recipients as materialized (
@@ -124,11 +107,41 @@ async function recipientDevices(deps: Deps, messageId: string, retry: PushJobPay
         where exists (select 1 from ${pushDevices} rd where rd.user_id = r.user_id ${retryFilter("rd", retry)})
           and not ${doNotDisturb(sql`r.user_id`, deps.clock.now())}),
       badges as materialized (
-        select recipient.user_id, ${totalMentions(sql`recipient.user_id`)} as badge from recipients recipient)
-      select d.id, d.provider, d.platform, d.token_sealed, b.badge
-      from ${pushDevices} d join badges b on b.user_id = d.user_id
-      where true ${retryFilter("d", retry)}`,
+        select recipient.user_id, ${totalMentions(sql`recipient.user_id`)} as badge from recipients recipient),
+      devices as (
+        select d.id, d.provider, d.platform, d.token_sealed, b.badge
+        from ${pushDevices} d join badges b on b.user_id = d.user_id
+        where true ${retryFilter("d", retry)})
+      select m.id, m.workspace_id, m.channel_id, m.conversation_id, m.room_id, m.parent_message_id, m.content,
+        coalesce(u.name, m.author_name, 'Someone') as sender_name, c.name as channel_name, rm.name as room_name,
+        (select array_agg(a.filename order by a.id) from ${attachments} a where a.message_id = m.id) as attachment_names,
+        (select json_agg(devices) from devices) as devices
+      from ${messages} m
+        left join ${users} u on u.id = m.author_user_id
+        left join ${channels} c on c.id = m.channel_id
+        left join ${rooms} rm on rm.id = m.room_id
+      where m.id = ${messageId} and exists (select 1 from devices)`,
   );
+  if (!row) return undefined;
+  const devices = typeof row.devices === "string" ? (JSON.parse(row.devices) as DeviceRow[]) : row.devices;
+  return {
+    loaded: {
+      message: {
+        id: row.id,
+        workspaceId: row.workspace_id,
+        channelId: row.channel_id,
+        conversationId: row.conversation_id,
+        roomId: row.room_id,
+        parentMessageId: row.parent_message_id,
+        content: row.content,
+      },
+      senderName: row.sender_name,
+      channelName: row.channel_name,
+      roomName: row.room_name,
+      attachmentNames: row.attachment_names ?? [],
+    },
+    devices,
+  };
 }
 
 async function inBatches(provider: PushProvider, sends: PushSend[]): Promise<PushOutcome[]> {
@@ -146,18 +159,20 @@ async function inBatches(provider: PushProvider, sends: PushSend[]): Promise<Pus
 }
 
 export async function deliverPush(deps: Deps, providers: PushProviders, payload: PushJobPayload): Promise<void> {
-  // Whom it is for first: at the default level most channel messages are for nobody, and such a
-  // job costs this one statement.
-  const rows = await recipientDevices(deps, payload.messageId, payload.retry);
-  if (rows.length === 0) return;
-  const loaded = await loadMessage(deps, payload.messageId);
-  if (!loaded) return;
+  // Whom it is for, and what to tell them, in one statement: at the default level most channel
+  // messages are for nobody, and such a job costs just that.
+  const found = await recipientDevices(deps, payload.messageId, payload.retry);
+  if (!found) return;
   // One notification for every recipient (the original text: translations are not built yet),
   // each with their own badge.
-  const notification = pushNotificationFor(loaded);
-  const outcomes = await sendToDevices(deps, providers, rows, (target, badge) => ({ target, notification, badge }), {
-    messageId: payload.messageId,
-  });
+  const notification = pushNotificationFor(found.loaded);
+  const outcomes = await sendToDevices(
+    deps,
+    providers,
+    found.devices,
+    (target, badge) => ({ target, notification, badge }),
+    { messageId: payload.messageId },
+  );
   for (const [provider, sent] of outcomes) {
     await scheduleRetry(deps, provider, sent, {
       definition: pushJobs.message,
