@@ -2,12 +2,13 @@
 // and may have died before publishing, and only then positions anything itself. Subscribers
 // drop an event at or below the position they hold, so a newer event published first (a post
 // that woke the new publisher the moment it took over) would hide the older ones for good.
+// Likewise what failed to go out while the bus was away goes out in order, once each, when it is back.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { sql } from "drizzle-orm";
 import { afterEach, expect, it } from "vitest";
-import { openDatabase, type DatabaseHandle } from "../db/client.ts";
+import { openDatabase, rowsOf, type DatabaseHandle } from "../db/client.ts";
 import { systemClock } from "../server/clock.ts";
 import { createLogger } from "../server/logger.ts";
 import { InProcessEventBus, type BusMessage, type Listener } from "../server/events/bus.ts";
@@ -86,4 +87,50 @@ it("publishes the predecessor's positioned events before any it positions, when 
 
   await until(() => (bus.published.length >= 4 ? true : undefined), "four events published");
   expect(bus.published).toEqual([...bus.published].sort((a, b) => a - b));
+});
+
+/** An in-process bus that refuses every publish while `failing` (Redis away), and records what it publishes on STREAM. */
+class FailingBus extends InProcessEventBus {
+  failing = true;
+  readonly published: number[] = [];
+
+  override async publishAll(messages: readonly BusMessage[]): Promise<PromiseSettledResult<void>[]> {
+    if (this.failing) return messages.map(() => ({ status: "rejected", reason: new Error("the bus is away") }));
+    for (const { topic, message } of messages)
+      if (topic === STREAM) this.published.push(Number((message as { event: { id: string } }).event.id));
+    return super.publishAll(messages);
+  }
+}
+
+it("publishes what failed to go out in position order once the bus is back, each event once, across 9 → 10 and 99 → 100", async () => {
+  const handle = await freshDatabase();
+  // 600 events: the first batch (500) is positioned and fails to publish; nothing newer is
+  // positioned until it has gone out.
+  await handle.db.execute(
+    sql`insert into stream_events (stream, payload)
+        select ${STREAM}, jsonb_build_object('type', 'test.event', 'scope', '{}'::jsonb, 'data', jsonb_build_object('n', g))
+        from generate_series(1, 600) g`,
+  );
+  const bus = new FailingBus();
+  const relay = new EventRelay({
+    database: handle,
+    events: bus,
+    clock: systemClock,
+    logger: createLogger("silent"),
+    consumers: { start: async () => {}, positioned: () => {}, flush: async () => {}, stop: async () => {} },
+  });
+  cleanups.push(() => relay.close());
+  relay.start();
+  const positioned = async () =>
+    rowsOf<{ n: number }>(
+      await handle.db.execute(sql`select count(*)::integer as n from stream_events where position is not null`),
+    )[0]?.n ?? 0;
+  await until(async () => ((await positioned()) >= 500 ? true : undefined), "the first batch positioned");
+
+  bus.failing = false;
+  relay.wake();
+  await until(() => (bus.published.length >= 600 ? true : undefined), "every event published");
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  // Positions start at 1 in a fresh database: each published once, in order.
+  expect(bus.published).toEqual(Array.from({ length: 600 }, (_, index) => index + 1));
 });
