@@ -7,6 +7,7 @@
 // backoff, so an outage delays pushes and doubles none.
 import { setImmediate } from "node:timers/promises";
 import { inArray, sql, type SQL } from "drizzle-orm";
+import { jsonOf } from "../../../db/client.ts";
 import { arrayParam, runStatementRows } from "../../../db/prepared.ts";
 import { attachments, channels, messages, pushDevices, rooms, users } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
@@ -97,7 +98,7 @@ async function recipientDevices(
     channel_name: string | null;
     room_name: string | null;
     attachment_names: string[] | null;
-    devices: DeviceRow[] | string;
+    devices: unknown;
   }>(
     deps.db,
     sql`
@@ -123,7 +124,6 @@ async function recipientDevices(
       where m.id = ${messageId} and exists (select 1 from devices)`,
   );
   if (!row) return undefined;
-  const devices = typeof row.devices === "string" ? (JSON.parse(row.devices) as DeviceRow[]) : row.devices;
   return {
     loaded: {
       message: {
@@ -140,7 +140,7 @@ async function recipientDevices(
       roomName: row.room_name,
       attachmentNames: row.attachment_names ?? [],
     },
-    devices,
+    devices: jsonOf<DeviceRow[]>(row.devices),
   };
 }
 
