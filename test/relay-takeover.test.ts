@@ -89,15 +89,12 @@ it("publishes the predecessor's positioned events before any it positions, when 
   expect(bus.published).toEqual([...bus.published].sort((a, b) => a - b));
 });
 
-/** An in-process bus that refuses every publish while `failing` (Redis away), and records what it publishes on STREAM. */
-class FailingBus extends InProcessEventBus {
+/** The recording bus, refusing every publish while `failing` (Redis away). */
+class FailingBus extends RecordingBus {
   failing = true;
-  readonly published: number[] = [];
 
   override async publishAll(messages: readonly BusMessage[]): Promise<PromiseSettledResult<void>[]> {
     if (this.failing) return messages.map(() => ({ status: "rejected", reason: new Error("the bus is away") }));
-    for (const { topic, message } of messages)
-      if (topic === STREAM) this.published.push(Number((message as { event: { id: string } }).event.id));
     return super.publishAll(messages);
   }
 }
