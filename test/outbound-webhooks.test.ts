@@ -607,6 +607,8 @@ describe("delivery", () => {
     const hook = await createHook(t);
     await post(t, "Kept");
     await receiver.waitFor(1, hook.path);
+    // The worker logs its attempt after the answer arrives: wait for it, so the read below sees it.
+    await until(async () => ((await deliveriesOf(t, hook)).data[0]?.attempts.length === 1 ? true : undefined));
     const [kept] = await ctx.server.app.deps.db
       .select()
       .from(outboundDeliveries)
