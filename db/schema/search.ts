@@ -1,5 +1,5 @@
 import { index, integer, pgTable, primaryKey, text } from "drizzle-orm/pg-core";
-import { timestamptz } from "./columns.ts";
+import { byteOrderedTextArray, timestamptz } from "./columns.ts";
 import { messages } from "./messages.ts";
 
 /**
@@ -8,7 +8,8 @@ import { messages } from "./messages.ts";
  * `lowered` is the text lower-cased by JavaScript's toLowerCase() (Unicode, not the database's C
  * locale); `keys` are its distinct one- and two-character pieces (code points, none with
  * whitespace), for a GIN index that finds candidates for any term, one character long or a
- * Thai word in a sentence without spaces; `strpos(lowered, term)` then confirms each. Written by
+ * Thai word in a sentence without spaces; `strpos(lowered, term)` then confirms each. The keys
+ * compare byte by byte (collation "C"): they are only matched for equality. Written by
  * the search consumer of the event log and by its backfill, never by the post.
  */
 export const messageSearch = pgTable(
@@ -23,7 +24,7 @@ export const messageSearch = pgTable(
     placeId: text("place_id").notNull(),
     authorUserId: integer("author_user_id"),
     lowered: text("lowered").notNull(),
-    keys: text("keys").array().notNull(),
+    keys: byteOrderedTextArray("keys").notNull(),
   },
   (table) => [
     primaryKey({ name: "message_search_pkey", columns: [table.messageId, table.source] }),
