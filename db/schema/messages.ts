@@ -131,9 +131,17 @@ export const messages = pgTable(
       .where(
         sql`${table.deletedAt} is null and (${table.mentionsChannel} or ${table.mentionedUserIds} <> '{}'::integer[])`,
       ),
-    index("messages_parent_message_id_id_idx").on(table.parentMessageId, table.id),
-    index("messages_conversation_id_id_idx").on(table.conversationId, table.id),
-    index("messages_room_id_id_idx").on(table.roomId, table.id),
+    // A thread's replies, a conversation's and a room's messages: each only over the messages
+    // that have one (a message of a channel, say, is in none of them, so its post writes none).
+    index("messages_parent_message_id_id_idx")
+      .on(table.parentMessageId, table.id)
+      .where(sql`${table.parentMessageId} is not null`),
+    index("messages_conversation_id_id_idx")
+      .on(table.conversationId, table.id)
+      .where(sql`${table.conversationId} is not null`),
+    index("messages_room_id_id_idx")
+      .on(table.roomId, table.id)
+      .where(sql`${table.roomId} is not null`),
   ],
 );
 
