@@ -29,8 +29,13 @@ export const streamEvents = pgTable(
     publishedAt: timestamptz("published_at"),
   },
   (table) => [
-    uniqueIndex("stream_events_position_idx").on(table.position),
-    index("stream_events_stream_position_idx").on(table.stream, table.position),
+    // By position, only once it has one: an event's insert (inside the post) writes neither.
+    uniqueIndex("stream_events_position_idx")
+      .on(table.position)
+      .where(sql`${table.position} is not null`),
+    index("stream_events_stream_position_idx")
+      .on(table.stream, table.position)
+      .where(sql`${table.position} is not null`),
     index("stream_events_unpositioned_idx")
       .on(table.id)
       .where(sql`${table.position} is null`),
