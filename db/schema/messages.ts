@@ -3,7 +3,7 @@ import { bigint, boolean, index, integer, jsonb, pgTable, primaryKey, text, uniq
 import { timestamps, timestamptz } from "./columns.ts";
 import { users, type Language } from "./users.ts";
 import { rooms } from "./rooms.ts";
-import { channels, workspaces } from "./workspaces.ts";
+import { channels } from "./workspaces.ts";
 
 export const MESSAGE_TYPES = ["text", "notice", "system"] as const;
 export type MessageType = (typeof MESSAGE_TYPES)[number];
@@ -59,7 +59,11 @@ export const messages = pgTable(
   {
     // Time-ordered ids: history pages by id, newest first.
     id: text("id").primaryKey(),
-    workspaceId: text("workspace_id").references(() => workspaces.id, { onDelete: "cascade" }),
+    // A channel message's workspace (null elsewhere): always its channel's, which the post checks,
+    // and deleted with it (channel_id's cascade, which a workspace's deletion sets off). No
+    // foreign key of its own: its check would run on every post for nothing the channel's does
+    // not already promise.
+    workspaceId: text("workspace_id"),
     channelId: text("channel_id").references(() => channels.id, { onDelete: "cascade" }),
     conversationId: text("conversation_id").references(() => conversations.id, { onDelete: "cascade" }),
     /** Messages of a temporary room: deleted with it (and their files, by the attachments' trigger). */
