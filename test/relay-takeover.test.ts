@@ -56,6 +56,24 @@ class RecordingBus extends InProcessEventBus {
   }
 }
 
+/** A started relay on `handle` publishing to `bus`, with consumers that do nothing but start (`startConsumers`). */
+function startRelay(
+  handle: DatabaseHandle,
+  bus: InProcessEventBus,
+  startConsumers: () => Promise<void> = async () => {},
+): EventRelay {
+  const relay = new EventRelay({
+    database: handle,
+    events: bus,
+    clock: systemClock,
+    logger: createLogger("silent"),
+    consumers: { start: startConsumers, positioned: () => {}, flush: async () => {}, stop: async () => {} },
+  });
+  cleanups.push(() => relay.close());
+  relay.start();
+  return relay;
+}
+
 it("publishes the predecessor's positioned events before any it positions, when woken as it takes over", async () => {
   const handle = await freshDatabase();
   const payload = (n: number) => JSON.stringify({ type: "test.event", scope: {}, data: { n } });
@@ -69,21 +87,8 @@ it("publishes the predecessor's positioned events before any it positions, when 
   await handle.db.execute(sql`insert into stream_events (stream, payload) values (${STREAM}, ${payload(4)}::jsonb)`);
 
   const bus = new RecordingBus();
-  const relay = new EventRelay({
-    database: handle,
-    events: bus,
-    clock: systemClock,
-    logger: createLogger("silent"),
-    // Starting the consumers takes a moment (the kit reads its cursors), as it does in the server.
-    consumers: {
-      start: () => new Promise((resolve) => setTimeout(resolve, 50)),
-      positioned: () => {},
-      flush: async () => {},
-      stop: async () => {},
-    },
-  });
-  cleanups.push(() => relay.close());
-  relay.start();
+  // Starting the consumers takes a moment (the kit reads its cursors), as it does in the server.
+  startRelay(handle, bus, () => new Promise((resolve) => setTimeout(resolve, 50)));
 
   await until(() => (bus.published.length >= 4 ? true : undefined), "four events published");
   expect(bus.published).toEqual([...bus.published].sort((a, b) => a - b));
@@ -109,15 +114,7 @@ it("publishes what failed to go out in position order once the bus is back, each
         from generate_series(1, 600) g`,
   );
   const bus = new FailingBus();
-  const relay = new EventRelay({
-    database: handle,
-    events: bus,
-    clock: systemClock,
-    logger: createLogger("silent"),
-    consumers: { start: async () => {}, positioned: () => {}, flush: async () => {}, stop: async () => {} },
-  });
-  cleanups.push(() => relay.close());
-  relay.start();
+  const relay = startRelay(handle, bus);
   const positioned = async () =>
     rowsOf<{ n: number }>(
       await handle.db.execute(sql`select count(*)::integer as n from stream_events where position is not null`),
