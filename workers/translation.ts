@@ -1,7 +1,8 @@
 // Translation queue processor: one job per batch of the translation consumer (its messages), per
-// message and language a reader asked for, and per retry; server/services/translation/translate-message.ts
-// does the work, for the jobs that arrive together in one batch. Without a provider (TRANSLATION_PROVIDER=none) no translation
-// job is ever written.
+// message and language a reader asked for, and per retry;
+// server/services/translation/translate-message.ts does the work, for the jobs that arrive
+// together in one batch. Without a provider (TRANSLATION_PROVIDER=none) no translation job is
+// ever written.
 import type { Deps } from "../server/deps.ts";
 import { jobHandler, PermanentJobError, type JobHandlers } from "../server/jobs/definition.ts";
 import { translationJobs, type TranslationJobPayload } from "../server/services/translation/jobs.ts";
