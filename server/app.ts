@@ -46,6 +46,7 @@ import { createThrottle } from "./services/throttle.ts";
 import { createFileStorage } from "./storage/index.ts";
 
 const READINESS_TIMEOUT_MS = 2_000;
+const KEEP_ALIVE_IDLE_MS = 65_000;
 
 /**
  * A request Node's HTTP parser refuses before any route sees it (a malformed request line or
@@ -243,6 +244,11 @@ export async function startApp(config: Config, options: AppOptions = {}): Promis
       ? createQueueDashboard(() => jobs.allQueues(), config.queueDashboardPassword)
       : undefined;
   const server = createServer(createRequestListener(deps, appRouter, readiness, { metrics, routes, queueDashboard }));
+  // Idle keep-alive connections stay open 65 s (Node's default is 5 s). A client or proxy that
+  // reuses an idle connection just as the server drops it gets ECONNRESET; keeping it longer
+  // than their own idle limit (60 s for most load balancers, 4 s for Node's fetch) leaves the
+  // closing to them. close() still ends idle connections at once.
+  server.keepAliveTimeout = KEEP_ALIVE_IDLE_MS;
   server.on("clientError", answerClientError);
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_PAYLOAD_BYTES });
   const wsHandler = serveTrpcOverWebSocket({

@@ -1,5 +1,6 @@
 // The platform around the API: health and readiness, the OpenAPI document and /docs, the
 // REST door's error bodies and body parsing, and data that survives a restart.
+import { Agent, get as httpGet } from "node:http";
 import { beforeAll, describe, expect, it } from "vitest";
 import { appRouter } from "../routers/index.ts";
 import { procedureMetas } from "../server/trpc.ts";
@@ -68,6 +69,33 @@ describe("health and readiness", () => {
       await unready.close();
     }
   });
+});
+
+describe("keep-alive connections", () => {
+  it("stay open 65 s: a request after 6 idle seconds reuses the connection (Node's default closes at 5 s)", async () => {
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const get = () =>
+      new Promise<{ status: number; keepAlive: string | undefined; reused: boolean }>((resolve, reject) => {
+        const request = httpGet(`${ctx.server.url}/healthz`, { agent }, (response) => {
+          response.resume();
+          response.on("end", () =>
+            resolve({
+              status: response.statusCode!,
+              keepAlive: response.headers["keep-alive"],
+              reused: request.reusedSocket,
+            }),
+          );
+        });
+        request.on("error", reject);
+      });
+    try {
+      expect(await get()).toEqual({ status: 200, keepAlive: "timeout=65", reused: false });
+      await new Promise((resolve) => setTimeout(resolve, 6_000));
+      expect(await get()).toEqual({ status: 200, keepAlive: "timeout=65", reused: true });
+    } finally {
+      agent.destroy();
+    }
+  }, 20_000);
 });
 
 describe("GET /api/v1/openapi.json", () => {
