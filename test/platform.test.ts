@@ -81,7 +81,7 @@ describe("keep-alive connections", () => {
           response.on("end", () =>
             resolve({
               status: response.statusCode!,
-              keepAlive: response.headers["keep-alive"],
+              keepAlive: response.headers["keep-alive"] as string | undefined,
               reused: request.reusedSocket,
             }),
           );
