@@ -274,8 +274,11 @@ export async function recordLastSeen(db: Executor, seen: ReadonlyMap<number, num
     where saved.setting <> 'invisible' and (saved.last_seen_at is null or saved.last_seen_at < excluded.last_seen_at)`);
 }
 
-/** SQL true while the user whose id is the SQL expression `userId` is `dnd` at `now` (push skips them). */
-export function doNotDisturb(userId: SQL, now: Date): SQL {
+/**
+ * SQL true while the user whose id is the SQL expression `userId` is `dnd` at `now`, an SQL
+ * `timestamptz` (push skips them).
+ */
+export function doNotDisturb(userId: SQL, now: SQL): SQL {
   return sql`exists (select 1 from ${userPresence} dnd where dnd.user_id = ${userId} and dnd.setting = 'dnd'
-    and (dnd.dnd_until is null or dnd.dnd_until > ${now.toISOString()}::timestamptz))`;
+    and (dnd.dnd_until is null or dnd.dnd_until > ${now}))`;
 }

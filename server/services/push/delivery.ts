@@ -8,7 +8,7 @@
 import { setImmediate } from "node:timers/promises";
 import { inArray, sql, type SQL } from "drizzle-orm";
 import { jsonOf } from "../../../db/client.ts";
-import { arrayParam, runStatementRows } from "../../../db/prepared.ts";
+import { arrayParam, prepared, renderStatement, runRendered, runStatement } from "../../../db/prepared.ts";
 import { attachments, channels, messages, pushDevices, rooms, users } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
 import { retryDelayMs, type Backoff } from "../../jobs/backoff.ts";
@@ -71,42 +71,37 @@ export function retryFilter(device: string, retry: PushJobPayload["retry"]): SQL
     and ${sql.raw(device)}.id = any(${arrayParam(retry.deviceIds)}::text[])`;
 }
 
+type RecipientDevicesRow = {
+  id: string;
+  workspace_id: string | null;
+  channel_id: string | null;
+  conversation_id: string | null;
+  room_id: string | null;
+  parent_message_id: string | null;
+  content: string;
+  sender_name: string;
+  channel_name: string | null;
+  room_name: string | null;
+  attachment_names: string[] | null;
+  devices: unknown;
+};
+
 /**
  * One statement: the users the message is for (audience.ts) who have a device and are not
  * `dnd` now (docs/presence.md: their counts still grow, nothing is pushed), each one's
  * badge, counted now (the message committed before its event reached the consumer, so it
  * counts), their devices, and what the notification says of the message (its sender, its
  * place's name, its files' names). Badges are computed once per recipient with a device, never
- * for members without one. No row when nobody gets it (or the message is gone).
+ * for members without one. No row when nobody gets it (or the message is gone). `messageId`
+ * and `now` (a `timestamptz`) are SQL: values, or placeholders of the kept rendering.
  */
-async function recipientDevices(
-  deps: Deps,
-  messageId: string,
-  retry: PushJobPayload["retry"],
-): Promise<{ loaded: MessageForPush; devices: DeviceRow[] } | undefined> {
-  // Prepared (its text is the same for every message): PostgreSQL took about 5 ms to plan it,
-  // more than to run it, when it came as a new statement for every job.
-  const [row] = await runStatementRows<{
-    id: string;
-    workspace_id: string | null;
-    channel_id: string | null;
-    conversation_id: string | null;
-    room_id: string | null;
-    parent_message_id: string | null;
-    content: string;
-    sender_name: string;
-    channel_name: string | null;
-    room_name: string | null;
-    attachment_names: string[] | null;
-    devices: unknown;
-  }>(
-    deps.db,
-    sql`
+function recipientDevicesStatement(messageId: SQL, now: SQL, retry: PushJobPayload["retry"]): SQL {
+  return sql`
       with recipients as materialized (
         select distinct r.user_id
         from ${pushMessageRows(sql`array[${messageId}::text]`)} cross join lateral (${pushRecipientsOfRow}) r
         where exists (select 1 from ${pushDevices} rd where rd.user_id = r.user_id ${retryFilter("rd", retry)})
-          and not ${doNotDisturb(sql`r.user_id`, deps.clock.now())}),
+          and not ${doNotDisturb(sql`r.user_id`, now)}),
       badges as materialized (
         select recipient.user_id, ${totalMentions(sql`recipient.user_id`)} as badge from recipients recipient),
       devices as (
@@ -121,8 +116,36 @@ async function recipientDevices(
         left join ${users} u on u.id = m.author_user_id
         left join ${channels} c on c.id = m.channel_id
         left join ${rooms} rm on rm.id = m.room_id
-      where m.id = ${messageId} and exists (select 1 from devices)`,
-  );
+      where m.id = ${messageId} and exists (select 1 from devices)`;
+}
+
+async function recipientDevices(
+  deps: Deps,
+  messageId: string,
+  retry: PushJobPayload["retry"],
+): Promise<{ loaded: MessageForPush; devices: DeviceRow[] } | undefined> {
+  // Prepared (its text is the same for every message): PostgreSQL took about 5 ms to plan it,
+  // more than to run it, when it came as a new statement for every job. A first send's rendering
+  // is kept too (drizzle built its text anew for every job); a retry names its devices in it.
+  const now = deps.clock.now().toISOString();
+  const row = retry
+    ? await runStatement<RecipientDevicesRow>(
+        deps.db,
+        recipientDevicesStatement(sql`${messageId}`, sql`${now}::timestamptz`, retry),
+      )
+    : await runRendered<RecipientDevicesRow>(
+        deps.db,
+        prepared(deps.db, "push_recipient_devices", () =>
+          renderStatement(
+            recipientDevicesStatement(
+              sql`${sql.placeholder("messageId")}`,
+              sql`${sql.placeholder("now")}::timestamptz`,
+              undefined,
+            ),
+          ),
+        ),
+        { messageId, now },
+      );
   if (!row) return undefined;
   return {
     loaded: {
