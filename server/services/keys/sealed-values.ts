@@ -71,16 +71,35 @@ async function reseal(deps: SealedDeps, which: SealedColumn, id: string, old: st
 }
 
 /**
+ * Values opened under the current key, by purpose and sealed form, per keyring: a push device's
+ * token is read for every message to its channels, a webhook's secret for every delivery or post,
+ * and opening is an AES-GCM decryption each time. A sealed form is never reused for another value
+ * (each sealing draws its own IV), so an entry cannot go stale; a secret that changes is stored
+ * sealed anew. Bounded; the process holds APP_KEY anyway.
+ */
+const openedValues = new WeakMap<Deps["keys"], Map<string, string>>();
+const OPENED_VALUES_KEPT = 100_000;
+
+/**
  * A stored secret in plain text, or null when no key this process holds opens it. One sealed
- * under an earlier key is sealed again under the current one, without holding up the caller.
+ * under an earlier key is sealed again under the current one, without holding up the caller
+ * (and is not kept: its row's new sealed form is what the next read finds).
  */
 export function openStored(deps: SealedDeps, which: SealedColumn, id: string, sealed: string): string | null {
+  let kept = openedValues.get(deps.keys);
+  if (!kept) openedValues.set(deps.keys, (kept = new Map()));
+  const key = `${which.purpose}\u0000${sealed}`;
+  const known = kept.get(key);
+  if (known !== undefined) return known;
   const opened = deps.keys.open(which.purpose, sealed);
   if (!opened) return null;
   if (opened.stale) {
     reseal(deps, which, id, sealed, opened.value).catch((error: unknown) =>
       deps.logger.warn({ err: error, kind: which.kind, id }, "keys: could not seal a value under the current APP_KEY"),
     );
+  } else {
+    if (kept.size >= OPENED_VALUES_KEPT) kept.clear();
+    kept.set(key, opened.value);
   }
   return opened.value;
 }

@@ -33,28 +33,6 @@ const PUSH_BACKOFF: Backoff = { firstMs: 1_000, longestMs: 10 * 60_000, longestR
 /** Devices prepared between two turns of the event loop. */
 const SLICE = 250;
 
-/**
- * Unsealed tokens by their sealed form, per process: a channel's devices are read for each of
- * its messages, and opening 1000 seals per message is most of the worker's time. Bounded; the
- * process holds APP_KEY anyway. A token sealed under an earlier key is sealed again as it is
- * opened; one that no key opens is not kept (APP_KEY_PREVIOUS may come back with a restart).
- */
-const unsealedTokens = new WeakMap<Deps, Map<string, string>>();
-const UNSEALED_TOKENS_KEPT = 100_000;
-
-function pushToken(deps: Deps, deviceId: string, sealed: string): string | undefined {
-  let cache = unsealedTokens.get(deps);
-  if (!cache) unsealedTokens.set(deps, (cache = new Map()));
-  let token = cache.get(sealed);
-  if (token === undefined) {
-    token = openStored(deps, SEALED.pushToken, deviceId, sealed) ?? undefined;
-    if (token === undefined) return undefined;
-    if (cache.size >= UNSEALED_TOKENS_KEPT) cache.clear();
-    cache.set(sealed, token);
-  }
-  return token;
-}
-
 /** A device to send to, with its user's badge (`total_mentions`), as the delivery statements answer it. */
 export type DeviceRow = {
   id: string;
@@ -228,8 +206,9 @@ export async function sendToDevices(
     // The server's requests share this thread: a large channel is prepared in slices.
     if (index > 0 && index % SLICE === 0) await setImmediate();
     if (!providers.has(device.provider)) continue; // not configured: said once at start
-    const token = pushToken(deps, device.id, device.token_sealed);
-    if (token === undefined) {
+    // Opened once per process (openStored keeps what it opened): a channel's devices are read for each of its messages.
+    const token = openStored(deps, SEALED.pushToken, device.id, device.token_sealed);
+    if (token === null) {
       // Sealed under a key this process does not hold: kept, and skipped until the key is back.
       unreadable.push(device.id);
       continue;
