@@ -122,8 +122,13 @@ describe("the outbox relay", () => {
     const queue = new ScriptedQueue();
     const { outbox } = outboxWith(queue);
     for (const n of [1, 2, 3]) await enqueueJob(db(), new Date(), probeJob, { n }, { jobId: `probe-order-${n}` });
+    const mark = database.statements.total();
     await outbox.flush();
     expect(queue.handed).toEqual(["probe-order-1", "probe-order-2", "probe-order-3"]);
+    // The claim and the time of the next due row are one statement; the hand-over is the queue's.
+    expect(database.statements.since(mark).statements.map((statement) => statement.text)).toEqual([
+      expect.stringMatching(/^\s*with due as/),
+    ]);
     // One hand-over for the batch (with BullMQ: one pipeline per queue).
     expect(queue.batches).toEqual([["probe-order-1", "probe-order-2", "probe-order-3"]]);
     const rows = await probeRows();

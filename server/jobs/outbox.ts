@@ -14,8 +14,8 @@
 //
 // Several processes may run the relay: each claims its rows with FOR UPDATE SKIP LOCKED.
 import { randomUUID } from "node:crypto";
-import { and, eq, inArray, isNull, lt, lte, or, sql, type SQL } from "drizzle-orm";
-import { rowsOf, type Database, type Executor } from "../../db/client.ts";
+import { eq, inArray, sql, type SQL } from "drizzle-orm";
+import { jsonOf, rowsOf, type Database, type Executor } from "../../db/client.ts";
 import { arrayParam, runStatement } from "../../db/prepared.ts";
 import { statementScope } from "../../db/statement-count.ts";
 import { jobOutbox } from "../../db/schema/index.ts";
@@ -203,6 +203,37 @@ type OutboxDeps = {
   logger: Logger;
 };
 
+/** A claimed row, as the claim statement answers it (in id order). */
+type ClaimedRow = { id: number; name: string; payload: unknown; job_id: string };
+
+/**
+ * Claims the next batch of due rows (not yet handed over and due, or handed over REHAND_AFTER_MS
+ * ago and not done) and, when it is not full, says when the earliest row left will be due: a
+ * delayed row's run_at, or a handed row's rehand (the rows claimed now included). The same text
+ * every run: prepared, planned once per connection.
+ */
+function claimStatement(now: Date): SQL {
+  const at = sql`${now.toISOString()}::timestamptz`;
+  const rehand = sql`make_interval(secs => ${REHAND_AFTER_MS / 1000})`;
+  return sql`
+    with due as (
+      select ${jobOutbox.id} from ${jobOutbox}
+      where (${jobOutbox.handedAt} is null and (${jobOutbox.runAt} is null or ${jobOutbox.runAt} <= ${at}))
+        or ${jobOutbox.handedAt} < ${at} - ${rehand}
+      order by ${jobOutbox.id} limit ${BATCH_SIZE}
+      for update skip locked),
+    claimed as (
+      update ${jobOutbox} set handed_at = ${at} where ${jobOutbox.id} in (select id from due)
+      returning ${jobOutbox.id}, ${jobOutbox.name}, ${jobOutbox.payload}, ${jobOutbox.jobId})
+    select coalesce((select json_agg(json_build_object('id', c.id, 'name', c.name, 'payload', c.payload, 'job_id', c.job_id)
+        order by c.id) from claimed c), '[]') as claimed,
+      case when (select count(*) from claimed) < ${BATCH_SIZE} then least(
+        (select min(case when o.handed_at is null then coalesce(o.run_at, o.created_at) else o.handed_at + ${rehand} end)
+          from ${jobOutbox} o where o.id not in (select id from claimed)),
+        case when exists (select 1 from claimed) then ${at} + ${rehand} end)
+      end as next_due`;
+}
+
 export class JobOutbox {
   private closed = false;
   /** Hands over committed rows, one batch at a time, until closed. */
@@ -249,10 +280,10 @@ export class JobOutbox {
   private async runBatch(): Promise<boolean> {
     try {
       const run = ++this.runsStarted;
-      const { claimed, failed } = await this.runOnce();
+      const { claimed, failed, nextDue } = await this.runOnce();
       // The queue is away: try again shortly, unless another run has started meanwhile.
       if (failed) setTimeout(() => run === this.runsStarted && this.wake(), HANDOVER_TIMEOUT_MS).unref();
-      else if (claimed < BATCH_SIZE) await this.scheduleNextDue();
+      else if (nextDue !== null) this.wakeAt(nextDue);
       return !failed && claimed === BATCH_SIZE;
     } catch (error) {
       this.warn(error, "job outbox: could not read the outbox");
@@ -265,38 +296,27 @@ export class JobOutbox {
    * handed over (a lease: SKIP LOCKED keeps two processes off the same rows), and handed to the
    * queue outside any transaction, so a queue that hangs holds no database connection. Rows the
    * queue did not take are released for the next run; a process that dies holding a lease
-   * leaves rows the rehand rule picks up.
+   * leaves rows the rehand rule picks up. The same statement says when the earliest row left
+   * will be due (when the batch was not full), for the timer that wakes the relay then.
    */
-  private async runOnce(): Promise<{ claimed: number; failed: boolean }> {
+  private async runOnce(): Promise<{ claimed: number; failed: boolean; nextDue: number | null }> {
     const now = this.deps.clock.now();
-    const due = this.deps.db
-      .select({ id: jobOutbox.id })
-      .from(jobOutbox)
-      .where(
-        or(
-          and(isNull(jobOutbox.handedAt), or(isNull(jobOutbox.runAt), lte(jobOutbox.runAt, now))),
-          lt(jobOutbox.handedAt, new Date(now.getTime() - REHAND_AFTER_MS)),
-        ),
-      )
-      .orderBy(jobOutbox.id)
-      .limit(BATCH_SIZE)
-      .for("update", { skipLocked: true });
-    const claimed = await this.deps.db
-      .update(jobOutbox)
-      .set({ handedAt: now })
-      .where(inArray(jobOutbox.id, due))
-      .returning();
-    claimed.sort((a, b) => a.id - b.id);
-    const jobs: (QueuedJob & { row: (typeof claimed)[number] })[] = [];
+    const result = await runStatement<{ claimed: unknown; next_due: Date | string | null }>(
+      this.deps.db,
+      claimStatement(now),
+    );
+    const claimed = jsonOf<ClaimedRow[]>(result?.claimed ?? []);
+    const nextDue = result?.next_due ? new Date(result.next_due).getTime() : null;
+    const jobs: (QueuedJob & { row: ClaimedRow })[] = [];
     for (const row of claimed) {
       const definition = this.deps.definitions().get(row.name)?.definition;
-      if (definition) jobs.push({ row, definition, payload: row.payload, options: { jobId: row.jobId } });
+      if (definition) jobs.push({ row, definition, payload: row.payload, options: { jobId: row.job_id } });
       else {
         this.deps.logger.error({ job: row.name, outboxId: row.id }, "job outbox: no such job; dropped");
         await this.deps.db.delete(jobOutbox).where(eq(jobOutbox.id, row.id));
       }
     }
-    if (jobs.length === 0) return { claimed: claimed.length, failed: false };
+    if (jobs.length === 0) return { claimed: claimed.length, failed: false, nextDue };
     try {
       // The batch in one round trip to the queue.
       await within(this.deps.jobs.enqueueMany(jobs), HANDOVER_TIMEOUT_MS, "the queue taking jobs");
@@ -312,20 +332,9 @@ export class JobOutbox {
           ),
         );
       this.warn(error, "job outbox: the queue is unreachable; the jobs wait in the outbox");
-      return { claimed: claimed.length, failed: true };
+      return { claimed: claimed.length, failed: true, nextDue };
     }
-    return { claimed: claimed.length, failed: false };
-  }
-
-  /** A timer for the earliest row that will be due: a delayed job's run_at, or a handed row's rehand. */
-  private async scheduleNextDue(): Promise<void> {
-    const [row] = rowsOf<{ next: Date | string | null }>(
-      await this.deps.db.execute(sql`
-        select min(case when ${jobOutbox.handedAt} is null then coalesce(${jobOutbox.runAt}, ${jobOutbox.createdAt})
-          else ${jobOutbox.handedAt} + make_interval(secs => ${REHAND_AFTER_MS / 1000}) end) as next
-        from ${jobOutbox}`),
-    );
-    if (row?.next) this.wakeAt(new Date(row.next).getTime());
+    return { claimed: claimed.length, failed: false, nextDue };
   }
 
   private wakeAt(at: number): void {
