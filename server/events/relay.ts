@@ -34,12 +34,13 @@ const RELAY_LOCK_ID = 72_410_032;
 const BATCH_SIZE = 500;
 /**
  * A batch starts at least this long after the one before it. Commits that come faster share the
- * next batch: one positioning statement and one write per subscriber socket for all of them
- * (at 400 messages a second to 100 subscribers: 0.935 of the server's CPU and 0.94 of
- * PostgreSQL's per message, docs/performance.md). A commit after a quiet spell is published at once;
- * under load an event waits at most this long more.
+ * next batch: one positioning statement and one write per subscriber socket for all of them. A
+ * commit after a quiet spell (fewer than 50 a second) is published at once; under load an event
+ * waits at most this long more. At 200 messages a second to 100 subscribers, 20 ms instead of 5
+ * took a fifth of the server's CPU per message and an eighth of PostgreSQL's, for 10 ms more
+ * median delivery latency (docs/performance.md, twelfth round).
  */
-const RELAY_MIN_INTERVAL_MS = 5;
+const RELAY_MIN_INTERVAL_MS = 20;
 /** How often the publisher looks for events nobody woke it for, and checks it still holds the lock. */
 const RELAY_POLL_MS = 15_000;
 /** After its wait for the lock failed (the connection went), a process waits this long before waiting again. */
