@@ -140,6 +140,33 @@ describe("sign-ins of HTTP requests served from memory", () => {
     expect([mine.calls, theirs.calls]).toEqual([2, 1]);
   });
 
+  it("forgets every token of the user, requests' and connections' sign-ins, and keeps the others'", async () => {
+    const { watch } = await startWatch();
+    const requests = [signInOf(1, "t1"), signInOf(1, "t1b"), signInOf(2, "t2")].map(lookUpAnswering);
+    const connections = [signInOf(1, "t1c"), signInOf(2, "t2c")].map((signIn) => {
+      const lookUp = async () => {
+        lookUp.calls++;
+        return { userId: signIn.user.id, tokenId: signIn.token.id, expiresAt: null };
+      };
+      lookUp.calls = 0;
+      return lookUp;
+    });
+    const signInAll = async () => {
+      for (const [index, lookUp] of requests.entries()) await watch.signInRequest(`chat_r${index}`, lookUp);
+      for (const [index, lookUp] of connections.entries()) (await watch.signInConnection(`chat_c${index}`, lookUp))?.release();
+    };
+    await signInAll();
+    await signInAll();
+    expect([...requests, ...connections].map((lookUp) => lookUp.calls)).toEqual([1, 1, 1, 1, 1]);
+    watch.forgetSignIns([1]);
+    await signInAll();
+    expect([...requests, ...connections].map((lookUp) => lookUp.calls)).toEqual([2, 2, 1, 2, 1]);
+    // Forgotten again after being kept again: what the user has now is what goes.
+    watch.forgetSignIns([1, 2]);
+    await signInAll();
+    expect([...requests, ...connections].map((lookUp) => lookUp.calls)).toEqual([3, 3, 2, 3, 2]);
+  });
+
   it("forgets a user's sign-ins when another process's change reaches it over the bus", async () => {
     const { watch, events } = await startWatch();
     const lookUp = lookUpAnswering(signInOf(7, "t7"));

@@ -73,13 +73,65 @@ class HeldSignIn implements ConnectionSignIn {
   }
 }
 
+/**
+ * Sign-ins by token hash, also found by their user: a revocation or a change to a user (every
+ * sign-in writes one) forgets that user's entries without going through everyone's.
+ */
+class SignInsByHash<Entry> {
+  private readonly byHash = new Map<string, Entry>();
+  private readonly hashesOfUser = new Map<number, Set<string>>();
+
+  constructor(private readonly userOf: (entry: Entry) => number) {}
+
+  get size(): number {
+    return this.byHash.size;
+  }
+
+  get(hash: string): Entry | undefined {
+    return this.byHash.get(hash);
+  }
+
+  set(hash: string, entry: Entry): void {
+    this.delete(hash);
+    this.byHash.set(hash, entry);
+    const userId = this.userOf(entry);
+    let hashes = this.hashesOfUser.get(userId);
+    if (!hashes) this.hashesOfUser.set(userId, (hashes = new Set()));
+    hashes.add(hash);
+  }
+
+  delete(hash: string): void {
+    const entry = this.byHash.get(hash);
+    if (entry === undefined) return;
+    this.byHash.delete(hash);
+    const userId = this.userOf(entry);
+    const hashes = this.hashesOfUser.get(userId);
+    hashes?.delete(hash);
+    if (hashes?.size === 0) this.hashesOfUser.delete(userId);
+  }
+
+  deleteUser(userId: number): void {
+    for (const hash of this.hashesOfUser.get(userId) ?? []) this.byHash.delete(hash);
+    this.hashesOfUser.delete(userId);
+  }
+
+  entries(): IterableIterator<[string, Entry]> {
+    return this.byHash.entries();
+  }
+
+  clear(): void {
+    this.byHash.clear();
+    this.hashesOfUser.clear();
+  }
+}
+
 export class CredentialWatch {
   private readonly holders = new Set<Holder>();
   private readonly cleanups: (() => void)[] = [];
   /** Sign-ins of live connections, by token hash. */
-  private readonly remembered = new Map<string, Remembered>();
+  private readonly remembered = new SignInsByHash<Remembered>((entry) => entry.credential.userId);
   /** Sign-ins of HTTP requests, by token hash, each served until `until` (ms). */
-  private readonly signIns = new Map<string, { signIn: SignIn; until: number }>();
+  private readonly signIns = new SignInsByHash<{ signIn: SignIn; until: number }>((kept) => kept.signIn.user.id);
   /** Counts forgettings: a lookup that one overtook is not kept (it may have read the old row). */
   private generation = 0;
   private pruneTimer: NodeJS.Timeout | undefined;
@@ -111,9 +163,10 @@ export class CredentialWatch {
   /** Forgets the users' remembered sign-ins (a change to the user, or to their tokens, committed). */
   forgetSignIns(userIds: readonly number[]): void {
     this.generation++;
-    for (const [hash, entry] of this.remembered)
-      if (userIds.includes(entry.credential.userId)) this.remembered.delete(hash);
-    for (const [hash, kept] of this.signIns) if (userIds.includes(kept.signIn.user.id)) this.signIns.delete(hash);
+    for (const userId of userIds) {
+      this.remembered.deleteUser(userId);
+      this.signIns.deleteUser(userId);
+    }
   }
 
   private forgetAll(): void {
@@ -190,12 +243,12 @@ export class CredentialWatch {
   private forgetOld(): void {
     const now = this.deps.clock.now().getTime();
     let waiting = false;
-    for (const [hash, entry] of this.remembered) {
+    for (const [hash, entry] of this.remembered.entries()) {
       if (entry.holders > 0) continue;
       if (entry.until <= now) this.remembered.delete(hash);
       else waiting = true;
     }
-    for (const [hash, kept] of this.signIns) {
+    for (const [hash, kept] of this.signIns.entries()) {
       if (kept.until <= now) this.signIns.delete(hash);
       else waiting = true;
     }
