@@ -228,6 +228,9 @@ describe("typing", () => {
     const { owner, member, workspace, general } = await live.team();
     await live.post(owner, workspace.id, general.id, "old 1");
     await live.post(owner, workspace.id, general.id, "old 2");
+    // Published before the subscription starts: an event committed before it but published
+    // after it started (the relay batches commits for up to 20 ms) reaches it live, as it should.
+    await ctx.server.app.deps.relay.flush();
     // A fresh subscription whose first event is a typing event (no message since subscribing).
     const feed = await live.attachedChannelFeed(member, owner, workspace.id, general.id);
     const typing = feed.received[0]!;
