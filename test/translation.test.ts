@@ -384,6 +384,18 @@ describe("when the provider fails", () => {
     const text = unique("Rate limited");
     const posted = await post(t, t.owner, { content: text });
     await until(() => (requestsFor(text).length === 1 ? true : undefined), "the refused try");
+    // The retry is due two minutes after the refusal was handled: wait for it to be written
+    // before moving the clock (a retry written after the move would be due two minutes later).
+    await until(
+      async () =>
+        (
+          await server.app.deps.db
+            .select()
+            .from(jobOutbox)
+            .where(eq(jobOutbox.jobId, `translate-${posted.id}-r2`))
+        )[0],
+      "the retry waiting in the outbox",
+    );
     // A minute later it has not tried again: it was told two.
     server.clock.advance(60_000);
     await new Promise((resolve) => setTimeout(resolve, 700));
