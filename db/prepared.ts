@@ -73,8 +73,16 @@ export async function runRendered<Row>(
   query: Query,
   values: Record<string, unknown>,
 ): Promise<Row | undefined> {
-  const [row] = await runPrepared<Row>(db, query.sql, fillPlaceholders(query.params, values));
-  return row;
+  return (await runRenderedRows<Row>(db, query, values))[0];
+}
+
+/** `runRendered`, all its rows. */
+export async function runRenderedRows<Row>(
+  db: Database,
+  query: Query,
+  values: Record<string, unknown>,
+): Promise<Row[]> {
+  return runPrepared<Row>(db, query.sql, fillPlaceholders(query.params, values));
 }
 
 /**

@@ -28,7 +28,7 @@ import { unauthenticated } from "./errors.ts";
 import { CLOSE_CODES } from "./http/trpc-ws-protocol.ts";
 import { startBullMqWorkers, BullMqJobQueue } from "./jobs/bullmq.ts";
 import type { JobHandlers, JobQueue } from "./jobs/definition.ts";
-import { JobOutbox, settleOutboxJobs } from "./jobs/outbox.ts";
+import { JobOutbox, outboxProgress, settleOutboxJobs } from "./jobs/outbox.ts";
 import { InProcessJobQueue } from "./jobs/in-process.ts";
 import { Keyring } from "./keyring.ts";
 import { reportSealedValues } from "./services/keys/sealed-values.ts";
@@ -103,7 +103,7 @@ async function buildCore(config: Config, options: AppOptions): Promise<Core> {
   let handlers: JobHandlers = new Map();
   const jobs: JobQueue = config.redisUrl
     ? new BullMqJobQueue(config.redisUrl, config.redisPrefix, logger)
-    : new InProcessJobQueue(() => handlers, logger);
+    : new InProcessJobQueue(() => handlers, logger, outboxProgress(database.db));
   const events = config.redisUrl
     ? new RedisEventBus(config.redisUrl, config.redisPrefix, logger)
     : new InProcessEventBus();

@@ -25,7 +25,8 @@ import {
   type QueuedJob,
 } from "../server/jobs/definition.ts";
 import { BullMqJobQueue, startBullMqWorkers } from "../server/jobs/bullmq.ts";
-import { enqueueJob, JobOutbox, REHAND_AFTER_MS, settleOutboxJobs } from "../server/jobs/outbox.ts";
+import { InProcessJobQueue } from "../server/jobs/in-process.ts";
+import { enqueueJob, JobOutbox, outboxProgress, REHAND_AFTER_MS, settleOutboxJobs } from "../server/jobs/outbox.ts";
 import { createLogger } from "../server/logger.ts";
 import { registerUser } from "./helpers/factories.ts";
 import { createDatabase, useTestServer } from "./helpers/server.ts";
@@ -212,6 +213,61 @@ describe.skipIf(!process.env.REDIS_URL)("BullMQ: several jobs handed over at onc
   });
 });
 
+describe("a job's progress", () => {
+  /** A job that saves n + 10 and fails on its first try, and records what each try was given. */
+  const progressing = (seen: number[]): JobHandlers =>
+    new Map([
+      jobHandler(probeJob, async ({ n }, { attempt, saveProgress }) => {
+        seen.push(n);
+        if (attempt === 1) {
+          await saveProgress({ n: n + 10 });
+          throw new Error("died after its first step");
+        }
+      }),
+    ]);
+
+  it("in process: the retry gets the saved payload, and the outbox row keeps it for a run after a restart", async () => {
+    const seen: number[] = [];
+    const handlers = progressing(seen);
+    await enqueueJob(db(), new Date(), probeJob, { n: 1 }, { jobId: "probe-progress" });
+    const queue = new InProcessJobQueue(() => handlers, createLogger("silent"), outboxProgress(db()));
+    try {
+      await queue.enqueue(probeJob, { n: 1 }, { jobId: "probe-progress" });
+      await until(() => (seen.length === 2 ? true : undefined), "the retry");
+      expect(seen).toEqual([1, 11]);
+      const [row] = await db().select().from(jobOutbox).where(eq(jobOutbox.jobId, "probe-progress"));
+      expect(row?.payload).toEqual({ n: 11 });
+    } finally {
+      await queue.close();
+      await db().delete(jobOutbox).where(eq(jobOutbox.jobId, "probe-progress"));
+    }
+  });
+
+  it.skipIf(!process.env.REDIS_URL)("BullMQ: the retry gets the saved payload", async () => {
+    const seen: number[] = [];
+    const prefix = `test-progress-${randomBytes(6).toString("hex")}`;
+    const queue = new BullMqJobQueue(process.env.REDIS_URL!, prefix, createLogger("silent"));
+    const stopWorkers = startBullMqWorkers({
+      redisUrl: process.env.REDIS_URL!,
+      prefix,
+      handlers: progressing(seen),
+      logger: createLogger("silent"),
+    });
+    try {
+      await queue.enqueue(probeJob, { n: 1 }, { jobId: "probe-progress" });
+      await until(() => (seen.length === 2 ? true : undefined), "the retry");
+      expect(seen).toEqual([1, 11]);
+    } finally {
+      await stopWorkers();
+      await Promise.all(queue.allQueues().map((each) => each.obliterate({ force: true }).catch(() => {})));
+      await queue.close();
+    }
+  });
+});
+
+/** A run's progress, not kept (these jobs have none). */
+const noProgress = async () => {};
+
 describe("settling", () => {
   it("deletes the row when the job succeeds, or fails for good; keeps it while retries remain", async () => {
     const outcomes: (() => Promise<void>)[] = [];
@@ -222,13 +278,19 @@ describe("settling", () => {
     const remaining = async () => (await probeRows()).map((row) => row.jobId);
 
     outcomes.push(async () => {});
-    await settled.handle({ n: 1 }, { attempt: 1, jobId: "probe-ok" });
+    await settled.handle({ n: 1 }, { attempt: 1, jobId: "probe-ok", saveProgress: noProgress });
     outcomes.push(async () => Promise.reject(new Error("SMTP down")));
-    await expect(settled.handle({ n: 1 }, { attempt: 1, jobId: "probe-retry" })).rejects.toThrow("SMTP down");
+    await expect(
+      settled.handle({ n: 1 }, { attempt: 1, jobId: "probe-retry", saveProgress: noProgress }),
+    ).rejects.toThrow("SMTP down");
     outcomes.push(async () => Promise.reject(new Error("SMTP down")));
-    await expect(settled.handle({ n: 1 }, { attempt: 2, jobId: "probe-last" })).rejects.toThrow("SMTP down");
+    await expect(
+      settled.handle({ n: 1 }, { attempt: 2, jobId: "probe-last", saveProgress: noProgress }),
+    ).rejects.toThrow("SMTP down");
     outcomes.push(async () => Promise.reject(new PermanentJobError("no such user")));
-    await expect(settled.handle({ n: 1 }, { attempt: 1, jobId: "probe-permanent" })).rejects.toThrow("no such user");
+    await expect(
+      settled.handle({ n: 1 }, { attempt: 1, jobId: "probe-permanent", saveProgress: noProgress }),
+    ).rejects.toThrow("no such user");
 
     expect(await remaining()).toEqual(["probe-retry"]);
   });
@@ -244,7 +306,7 @@ describe("settling", () => {
     await Promise.all(
       jobIds.map(async (jobId, index) => {
         for (let turn = 0; turn < index; turn++) await new Promise((resolve) => setImmediate(resolve));
-        await settled.handle({ n: 1 }, { attempt: 1, jobId });
+        await settled.handle({ n: 1 }, { attempt: 1, jobId, saveProgress: noProgress });
       }),
     );
     const deletes = database.statements

@@ -1,10 +1,11 @@
-// The push consumer (docs/push.md): for each new message that someone there but its author can
-// be woken for (a member with a device), a push job (`push-<message id>`); for each read that
-// lowered its reader's badge (`read.updated` with `lowers_badge`) while they have a device, a
-// silent badge update (`push.badge`), at most one per user per BADGE_WINDOW_MS: its job id names
-// the window and it is due at the window's end, so the reads of one window share one job (its
-// row waits in the outbox until then). One statement per batch, with the cursor; none at all
-// while nobody has registered a device.
+// The push consumer (docs/push.md): for the new messages of a batch that someone there but their
+// author can be woken for (a member with a device), push jobs of up to MESSAGES_PER_JOB messages
+// each (`push.messages`, its id `push-p<position of its first message's event>`: positions are
+// never reused); for each read that lowered its reader's badge (`read.updated` with
+// `lowers_badge`) while they have a device, a silent badge update (`push.badge`), at most one per
+// user per BADGE_WINDOW_MS: its job id names the window and it is due at the window's end, so the
+// reads of one window share one job (its row waits in the outbox until then). One statement per
+// batch, with the cursor; none at all while nobody has registered a device.
 //
 // The message check is cheap on purpose (an `exists` that stops at the first member with a
 // device): the preferences (levels, mentions, threads, muted places) are applied by the job
@@ -17,7 +18,7 @@ import { arrayParam, runStatement } from "../../db/prepared.ts";
 import { jobOutbox, pushDevices } from "../../db/schema/index.ts";
 import type { Clock } from "../clock.ts";
 import { placeMembersOfRow } from "../policy/audiences.ts";
-import { BADGE_WINDOW_MS, pushJobs } from "../services/push/jobs.ts";
+import { BADGE_WINDOW_MS, MESSAGES_PER_JOB, pushJobs } from "../services/push/jobs.ts";
 import { createdMessages, messageRows } from "./batch-places.ts";
 import {
   batchResultOf,
@@ -64,15 +65,20 @@ export function pushConsumer(deps: { db: Database; clock: Clock }): Consumer {
         deps.db,
         sql`
           with ${move.cte},
-          message_jobs as (
-            insert into ${jobOutbox} (name, payload, job_id, created_at)
-            select ${pushJobs.message.name}, jsonb_build_object('messageId', m.id), 'push-' || m.id,
-              ${now.toISOString()}::timestamptz
+          owed as (
+            select m.id, p.position, (row_number() over (order by p.position) - 1) / ${MESSAGES_PER_JOB} as chunk
             from ${messageRows(messages)}
+              join unnest(${arrayParam(messages.map(({ record }) => record.id))}::text[],
+                ${arrayParam(messages.map(({ position }) => position))}::bigint[]) p(id, position) on p.id = m.id
             where exists (select 1 from moved) and exists (
               select 1 from (${placeMembersOfRow}) members
                 join ${pushDevices} d on d.user_id = members.user_id
-              where m.author_id is null or d.user_id <> m.author_id)
+              where m.author_id is null or d.user_id <> m.author_id)),
+          message_jobs as (
+            insert into ${jobOutbox} (name, payload, job_id, created_at)
+            select ${pushJobs.messages.name}, jsonb_build_object('messageIds', jsonb_agg(o.id order by o.position)),
+              'push-p' || min(o.position)::text, ${now.toISOString()}::timestamptz
+            from owed o group by o.chunk
             on conflict (job_id) do nothing
             returning 1),
           readers as (select unnest(${arrayParam(lowered)}::integer[]) as user_id),

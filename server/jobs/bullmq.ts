@@ -158,7 +158,12 @@ export function startBullMqWorkers(options: {
           const parsed = handler.definition.payload.safeParse(job.data);
           if (!parsed.success) throw new UnrecoverableError(`bad payload for job ${job.name}`);
           try {
-            await handler.handle(parsed.data, { attempt: job.attemptsMade + 1, jobId: job.id ?? "" });
+            await handler.handle(parsed.data, {
+              attempt: job.attemptsMade + 1,
+              jobId: job.id ?? "",
+              // Kept with the job in Redis: a retry, or a run after a stalled worker, gets it.
+              saveProgress: (payload) => job.updateData(payload),
+            });
           } catch (error) {
             if (error instanceof PermanentJobError) throw new UnrecoverableError(error.message);
             throw error;

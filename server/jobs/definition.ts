@@ -50,7 +50,21 @@ export interface JobQueue {
 }
 
 /** Which try of which job a handler runs (1 for the first try). */
-export type JobRunInfo = { attempt: number; jobId: string };
+export type JobRunInfo = {
+  attempt: number;
+  jobId: string;
+  /**
+   * Keeps how far the job got, as its payload from now on: a later run of the same job (its
+   * retry, or its run after the process died) gets this payload. A job that does several
+   * things no second run may repeat (sends) records each step it finished. BullMQ keeps it
+   * with the job in Redis; the in-process queue in memory and in the job's outbox row.
+   */
+  saveProgress: (payload: unknown) => Promise<void>;
+};
+/** `JobRunInfo` of a job whose payload is `Payload`. */
+export type TypedJobRunInfo<Payload> = Omit<JobRunInfo, "saveProgress"> & {
+  saveProgress: (payload: Payload) => Promise<void>;
+};
 export type JobHandler = (payload: unknown, info: JobRunInfo) => Promise<void>;
 export type JobHandlerEntry = { definition: JobDefinition<unknown>; handle: JobHandler };
 /** Handlers by job name; built by workers/index.ts. */
@@ -67,7 +81,7 @@ export class PermanentJobError extends Error {
  */
 export function jobHandler<Payload>(
   definition: JobDefinition<Payload>,
-  handle: (payload: Payload, info: JobRunInfo) => Promise<void>,
+  handle: (payload: Payload, info: TypedJobRunInfo<Payload>) => Promise<void>,
 ): [string, JobHandlerEntry] {
   return [
     definition.name,

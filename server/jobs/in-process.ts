@@ -1,6 +1,7 @@
 // Jobs without Redis: run in this process on timers, with the same attempts and exponential
 // backoff as the BullMQ queues, so a failed send is retried rather than lost while the
-// process lives. (Durability across restarts needs Redis; docs/operations.md says so.)
+// process lives. A job that has not finished when the process dies is run again after a restart
+// from its outbox row (server/jobs/outbox.ts), with the progress it saved there.
 import type { Logger } from "../logger.ts";
 import { randomUUID } from "node:crypto";
 import { retryDelayMs } from "./backoff.ts";
@@ -26,6 +27,11 @@ export class InProcessJobQueue implements JobQueue {
   constructor(
     private readonly handlers: () => JobHandlers,
     private readonly logger: Logger,
+    /**
+     * Where a job's progress outlives this process (the job's outbox row, which is handed over
+     * again after a restart); without it, progress is kept for the job's retries only.
+     */
+    private readonly persistProgress?: (jobId: string, payload: unknown) => Promise<void>,
   ) {}
 
   async enqueue<Payload>(
@@ -78,8 +84,14 @@ export class InProcessJobQueue implements JobQueue {
       this.knownIds.delete(jobId);
       return;
     }
+    // A retry starts from the progress the failed try saved.
+    let current = payload;
+    const saveProgress = async (progress: unknown) => {
+      current = progress;
+      await this.persistProgress?.(jobId, progress);
+    };
     try {
-      await handler.handle(payload, { attempt, jobId });
+      await handler.handle(payload, { attempt, jobId, saveProgress });
       this.knownIds.delete(jobId);
     } catch (error) {
       const permanent = error instanceof PermanentJobError;
@@ -88,7 +100,7 @@ export class InProcessJobQueue implements JobQueue {
         const backoff = { firstMs: definition.backoffMs, longestMs: Infinity, longestRetryAfterMs: Infinity };
         const delay = retryDelayMs(backoff, attempt + 1);
         this.logger.warn({ job: definition.name, jobId, attempt, err: error }, `job failed, retrying in ${delay} ms`);
-        this.schedule(definition, payload, jobId, attempt + 1, delay);
+        this.schedule(definition, current, jobId, attempt + 1, delay);
       } else {
         this.knownIds.delete(jobId);
         this.logger.error({ job: definition.name, jobId, attempt, err: error }, "job failed for good");

@@ -156,6 +156,19 @@ export function settleOutboxJobs(handlers: JobHandlers, db: Database): JobHandle
   );
 }
 
+/**
+ * Keeps a job's progress in its outbox row (the in-process queue's `persistProgress`): after a
+ * restart the row is handed over again with this payload, so the job goes on from there.
+ */
+export function outboxProgress(db: Database): (jobId: string, payload: unknown) => Promise<void> {
+  return async (jobId, payload) => {
+    await runStatement(
+      db,
+      sql`update ${jobOutbox} set payload = ${JSON.stringify(payload)}::jsonb where ${jobOutbox.jobId} = ${jobId}`,
+    );
+  };
+}
+
 /** Rows one settling statement deletes at most. */
 const SETTLE_BATCH = 1_000;
 

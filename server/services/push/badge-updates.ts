@@ -8,7 +8,8 @@ import { rowsOf } from "../../../db/client.ts";
 import { pushDevices, users } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
 import { totalMentions } from "../messaging/unread-counts.ts";
-import { retryFilter, scheduleRetry, sendToDevices, type DeviceRow, type PushProviders } from "./delivery.ts";
+import { enqueueJobs } from "../../jobs/outbox.ts";
+import { retryFilter, retryJob, sendToDevices, type DeviceRow, type PushProviders } from "./delivery.ts";
 import { badgeJobId, pushJobs, type BadgeJobPayload } from "./jobs.ts";
 
 /**
@@ -30,20 +31,26 @@ async function badgeDevices(deps: Deps, payload: BadgeJobPayload): Promise<Devic
 export async function deliverBadgeUpdate(deps: Deps, providers: PushProviders, payload: BadgeJobPayload) {
   const rows = await badgeDevices(deps, payload);
   if (rows.length === 0) return;
-  const outcomes = await sendToDevices(deps, providers, rows, (target, badge) => ({ target, badge }), {
+  const outcomes = await sendToDevices(deps, providers, rows, (row, target) => ({ target, badge: Number(row.badge) }), {
     badgeOf: payload.userId,
   });
   const firstJobId = badgeJobId(payload.userId, payload.window);
-  for (const [provider, sent] of outcomes) {
-    await scheduleRetry(deps, provider, sent, {
-      definition: pushJobs.badge,
-      attempt: payload.retry?.attempt ?? 1,
-      maxAttempts: MAX_BADGE_ATTEMPTS,
-      next: (retry) => ({
-        payload: { userId: payload.userId, window: payload.window, retry },
-        jobId: `${firstJobId}-${provider}-${retry.attempt}`,
-      }),
-      log: { badgeOf: payload.userId },
-    });
-  }
+  const retries = [...outcomes].flatMap(([provider, sent]) => {
+    const next = retryJob(
+      deps,
+      provider,
+      sent.map(({ outcome }) => outcome),
+      {
+        attempt: payload.retry?.attempt ?? 1,
+        maxAttempts: MAX_BADGE_ATTEMPTS,
+        next: (retry) => ({
+          payload: { userId: payload.userId, window: payload.window, retry },
+          jobId: `${firstJobId}-${provider}-${retry.attempt}`,
+        }),
+        log: { badgeOf: payload.userId },
+      },
+    );
+    return next ? [next] : [];
+  });
+  await enqueueJobs(deps.db, deps.clock.now(), pushJobs.badge, retries);
 }

@@ -1,25 +1,33 @@
-// The push worker's work (docs/push.md). For a message (`push.message`): find whom it is for
-// (audience.ts: levels, mentions, threads, muted places), their devices and each one's badge,
-// in one statement, and send through each configured provider in its batch size. For a silent
-// badge update (`push.badge`, badge-updates.ts): one user's devices and badge. A device the
-// provider calls dead is deleted; the sends that may still succeed (429, 5xx, timeouts) are
-// enqueued again for just those devices, after the provider's Retry-After or an exponential
-// backoff, so an outage delays pushes and doubles none.
+// The push worker's work (docs/push.md). For the messages of a consumer's batch
+// (`push.messages`): find whom each is for (audience.ts: levels, mentions, threads, muted
+// places), their devices and each recipient's badge, in one statement, and send through each
+// configured provider in its batch size, SENT_AT_ONCE messages at a time, saving the job's
+// progress between steps. For a retry (`push.message`): the same for one message and the devices
+// it names. For a silent badge update (`push.badge`, badge-updates.ts): one user's devices and
+// badge. A device the provider calls dead is deleted; the sends that may still succeed (429, 5xx,
+// timeouts) are enqueued again for just those devices, after the provider's Retry-After or an
+// exponential backoff, so an outage delays pushes and doubles none.
 import { setImmediate } from "node:timers/promises";
 import { inArray, sql, type SQL } from "drizzle-orm";
 import { jsonOf } from "../../../db/client.ts";
-import { arrayParam, prepared, renderStatement, runRendered, runStatement } from "../../../db/prepared.ts";
+import {
+  arrayLiteral,
+  arrayParam,
+  prepared,
+  renderStatement,
+  runRenderedRows,
+  runStatementRows,
+} from "../../../db/prepared.ts";
 import { attachments, channels, messages, pushDevices, rooms, users } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
 import { retryDelayMs, type Backoff } from "../../jobs/backoff.ts";
-import type { JobDefinition } from "../../jobs/definition.ts";
-import { enqueueJob } from "../../jobs/outbox.ts";
+import { enqueueJobs, type OutboxJob } from "../../jobs/outbox.ts";
 import { mapLimit } from "../../provider-http.ts";
 import { openStored, SEALED } from "../keys/sealed-values.ts";
 import { totalMentions } from "../messaging/unread-counts.ts";
 import { doNotDisturb } from "../presence/settings.ts";
 import { pushMessageRows, pushRecipientsOfRow } from "./audience.ts";
-import { pushJobId, pushJobs, type PushJobPayload } from "./jobs.ts";
+import { pushJobId, pushJobs, SENT_AT_ONCE, type PushJobPayload, type PushMessagesPayload } from "./jobs.ts";
 import { pushNotificationFor, type MessageForPush } from "./notification.ts";
 import type { PushOutcome, PushPlatform, PushProvider, PushProviderName, PushSend, PushTarget } from "./provider.ts";
 import { retryAll } from "./providers/http.ts";
@@ -64,85 +72,99 @@ type RecipientDevicesRow = {
   devices: unknown;
 };
 
+/** A message to push: what its notification says, and the devices it goes to with their badges. */
+type MessagePush = { messageId: string; loaded: MessageForPush; devices: DeviceRow[] };
+
 /**
- * One statement: the users the message is for (audience.ts) who have a device and are not
- * `dnd` now (docs/presence.md: their counts still grow, nothing is pushed), each one's
- * badge, counted now (the message committed before its event reached the consumer, so it
- * counts), their devices, and what the notification says of the message (its sender, its
- * place's name, its files' names). Badges are computed once per recipient with a device, never
- * for members without one. No row when nobody gets it (or the message is gone). `messageId`
- * and `now` (a `timestamptz`) are SQL: values, or placeholders of the kept rendering.
+ * One statement for several messages (`messageIds`, an SQL text[]): the users each is for
+ * (audience.ts) who have a device and are not `dnd` now (docs/presence.md: their counts still
+ * grow, nothing is pushed), each such user's badge, counted once for all the messages (they
+ * committed before their events reached the consumer, so they count), their devices, and what
+ * the notification says of each message (its sender, its place's name, its files' names).
+ * Badges are computed for recipients with a device only. No row for a message nobody gets (or
+ * that is gone). `messageIds` and `now` (a `timestamptz`) are SQL: values, or placeholders of
+ * the kept rendering.
  */
-function recipientDevicesStatement(messageId: SQL, now: SQL, retry: PushJobPayload["retry"]): SQL {
+function recipientDevicesStatement(messageIds: SQL, now: SQL, retry: PushJobPayload["retry"]): SQL {
   return sql`
       with recipients as materialized (
-        select distinct r.user_id
-        from ${pushMessageRows(sql`array[${messageId}::text]`)} cross join lateral (${pushRecipientsOfRow}) r
+        select distinct m.id as message_id, r.user_id
+        from ${pushMessageRows(messageIds)} cross join lateral (${pushRecipientsOfRow}) r
         where exists (select 1 from ${pushDevices} rd where rd.user_id = r.user_id ${retryFilter("rd", retry)})
           and not ${doNotDisturb(sql`r.user_id`, now)}),
       badges as materialized (
-        select recipient.user_id, ${totalMentions(sql`recipient.user_id`)} as badge from recipients recipient),
+        select recipient.user_id, ${totalMentions(sql`recipient.user_id`)} as badge
+        from (select distinct user_id from recipients) recipient),
       devices as (
-        select d.id, d.provider, d.platform, d.token_sealed, b.badge
-        from ${pushDevices} d join badges b on b.user_id = d.user_id
+        select r.message_id, d.id, d.provider, d.platform, d.token_sealed, b.badge
+        from recipients r join ${pushDevices} d on d.user_id = r.user_id join badges b on b.user_id = r.user_id
         where true ${retryFilter("d", retry)})
       select m.id, m.workspace_id, m.channel_id, m.conversation_id, m.room_id, m.parent_message_id, m.content,
         coalesce(u.name, m.author_name, 'Someone') as sender_name, c.name as channel_name, rm.name as room_name,
         (select array_agg(a.filename order by a.id) from ${attachments} a where a.message_id = m.id) as attachment_names,
-        (select json_agg(devices) from devices) as devices
+        (select json_agg(json_build_object('id', dv.id, 'provider', dv.provider, 'platform', dv.platform,
+          'token_sealed', dv.token_sealed, 'badge', dv.badge)) from devices dv where dv.message_id = m.id) as devices
       from ${messages} m
         left join ${users} u on u.id = m.author_user_id
         left join ${channels} c on c.id = m.channel_id
         left join ${rooms} rm on rm.id = m.room_id
-      where m.id = ${messageId} and exists (select 1 from devices)`;
+      where m.id = any(${messageIds}) and exists (select 1 from devices dv where dv.message_id = m.id)`;
 }
 
+/** The pushes of `messageIds` that go to anyone, in the order of `messageIds`. */
 async function recipientDevices(
   deps: Deps,
-  messageId: string,
+  messageIds: string[],
   retry: PushJobPayload["retry"],
-): Promise<{ loaded: MessageForPush; devices: DeviceRow[] } | undefined> {
-  // Prepared (its text is the same for every message): PostgreSQL took about 5 ms to plan it,
-  // more than to run it, when it came as a new statement for every job. A first send's rendering
-  // is kept too (drizzle built its text anew for every job); a retry names its devices in it.
+): Promise<MessagePush[]> {
+  // Prepared (its text is the same for every job): PostgreSQL took about 5 ms to plan it, more
+  // than to run it, when it came as a new statement for every job. A first send's rendering is
+  // kept too (drizzle built its text anew for every job); a retry names its devices in it.
   const now = deps.clock.now().toISOString();
-  const row = retry
-    ? await runStatement<RecipientDevicesRow>(
+  const rows = retry
+    ? await runStatementRows<RecipientDevicesRow>(
         deps.db,
-        recipientDevicesStatement(sql`${messageId}`, sql`${now}::timestamptz`, retry),
+        recipientDevicesStatement(sql`${arrayParam(messageIds)}::text[]`, sql`${now}::timestamptz`, retry),
       )
-    : await runRendered<RecipientDevicesRow>(
+    : await runRenderedRows<RecipientDevicesRow>(
         deps.db,
         prepared(deps.db, "push_recipient_devices", () =>
           renderStatement(
             recipientDevicesStatement(
-              sql`${sql.placeholder("messageId")}`,
+              sql`${sql.placeholder("messageIds")}::text[]`,
               sql`${sql.placeholder("now")}::timestamptz`,
               undefined,
             ),
           ),
         ),
-        { messageId, now },
+        { messageIds: arrayLiteral(messageIds), now },
       );
-  if (!row) return undefined;
-  return {
-    loaded: {
-      message: {
-        id: row.id,
-        workspaceId: row.workspace_id,
-        channelId: row.channel_id,
-        conversationId: row.conversation_id,
-        roomId: row.room_id,
-        parentMessageId: row.parent_message_id,
-        content: row.content,
+  const byId = new Map(rows.map((row) => [row.id, row]));
+  return messageIds.flatMap((messageId) => {
+    const row = byId.get(messageId);
+    if (!row) return [];
+    return [
+      {
+        messageId,
+        loaded: {
+          message: {
+            id: row.id,
+            workspaceId: row.workspace_id,
+            channelId: row.channel_id,
+            conversationId: row.conversation_id,
+            roomId: row.room_id,
+            parentMessageId: row.parent_message_id,
+            content: row.content,
+          },
+          senderName: row.sender_name,
+          channelName: row.channel_name,
+          roomName: row.room_name,
+          attachmentNames: row.attachment_names ?? [],
+        },
+        devices: jsonOf<DeviceRow[]>(row.devices),
       },
-      senderName: row.sender_name,
-      channelName: row.channel_name,
-      roomName: row.room_name,
-      attachmentNames: row.attachment_names ?? [],
-    },
-    devices: jsonOf<DeviceRow[]>(row.devices),
-  };
+    ];
+  });
 }
 
 async function inBatches(provider: PushProvider, sends: PushSend[]): Promise<PushOutcome[]> {
@@ -159,49 +181,101 @@ async function inBatches(provider: PushProvider, sends: PushSend[]): Promise<Pus
   return outcomes.flat();
 }
 
+/**
+ * `push.messages`: the messages of one batch of the consumer, SENT_AT_ONCE at a time (their
+ * sends share the providers' requests), after one statement for all of them. After each step
+ * that sent anything, the job saves how many messages it has done, so that a run after a crash
+ * starts after them: what it can send twice is the step in flight.
+ */
+export async function deliverPushes(
+  deps: Deps,
+  providers: PushProviders,
+  payload: PushMessagesPayload,
+  saveProgress: (payload: PushMessagesPayload) => Promise<void>,
+): Promise<void> {
+  const done = payload.done ?? 0;
+  // Whom they are for, and what to tell them, in one statement: at the default level most
+  // channel messages are for nobody, and such a job costs just that.
+  const pushes = await recipientDevices(deps, payload.messageIds.slice(done), undefined);
+  const indexOf = new Map(payload.messageIds.map((id, index) => [id, index]));
+  for (let start = 0; start < pushes.length;) {
+    // The next step: the messages to send up to SENT_AT_ONCE places further in the payload.
+    const first = indexOf.get(pushes[start]!.messageId)!;
+    const end = Math.min(first + SENT_AT_ONCE, payload.messageIds.length);
+    let stop = start;
+    while (stop < pushes.length && indexOf.get(pushes[stop]!.messageId)! < end) stop++;
+    // What the steps before sent is not sent again by a later run.
+    if (start > 0) await saveProgress({ ...payload, done: first });
+    await sendPushes(deps, providers, pushes.slice(start, stop), undefined);
+    start = stop;
+  }
+}
+
+/** `push.message`: one message, or its retry for the devices a provider refused for now. */
 export async function deliverPush(deps: Deps, providers: PushProviders, payload: PushJobPayload): Promise<void> {
-  // Whom it is for, and what to tell them, in one statement: at the default level most channel
-  // messages are for nobody, and such a job costs just that.
-  const found = await recipientDevices(deps, payload.messageId, payload.retry);
-  if (!found) return;
-  // One notification for every recipient (the original text: translations are not built yet),
-  // each with their own badge.
-  const notification = pushNotificationFor(found.loaded);
+  const pushes = await recipientDevices(deps, [payload.messageId], payload.retry);
+  await sendPushes(deps, providers, pushes, payload.retry);
+}
+
+/**
+ * Sends the notifications of `pushes` (one each, the original text: translations are not built
+ * yet, with each recipient's badge) together, and enqueues in one statement the retries of the
+ * sends that may still succeed, one job per message and provider.
+ */
+async function sendPushes(
+  deps: Deps,
+  providers: PushProviders,
+  pushes: MessagePush[],
+  retry: PushJobPayload["retry"],
+): Promise<void> {
+  if (pushes.length === 0) return;
+  const rows = pushes.flatMap((push) => {
+    const notification = pushNotificationFor(push.loaded);
+    return push.devices.map((device) => ({ ...device, messageId: push.messageId, notification }));
+  });
+  const log = pushes.length === 1 ? { messageId: pushes[0]!.messageId } : { messageIds: pushes.length };
   const outcomes = await sendToDevices(
     deps,
     providers,
-    found.devices,
-    (target, badge) => ({ target, notification, badge }),
-    { messageId: payload.messageId },
+    rows,
+    (row, target) => ({ target, notification: row.notification, badge: Number(row.badge) }),
+    log,
   );
+  const retries: OutboxJob<PushJobPayload>[] = [];
   for (const [provider, sent] of outcomes) {
-    await scheduleRetry(deps, provider, sent, {
-      definition: pushJobs.message,
-      attempt: payload.retry?.attempt ?? 1,
-      maxAttempts: MAX_PUSH_ATTEMPTS,
-      next: (retry) => ({
-        payload: { messageId: payload.messageId, retry },
-        jobId: `${pushJobId(payload.messageId)}-${provider}-${retry.attempt}`,
-      }),
-      log: { messageId: payload.messageId },
-    });
+    const byMessage = new Map<string, PushOutcome[]>();
+    for (const { row, outcome } of sent)
+      byMessage.set(row.messageId, [...(byMessage.get(row.messageId) ?? []), outcome]);
+    for (const [messageId, ofMessage] of byMessage) {
+      const next = retryJob(deps, provider, ofMessage, {
+        attempt: retry?.attempt ?? 1,
+        maxAttempts: MAX_PUSH_ATTEMPTS,
+        next: (again) => ({
+          payload: { messageId, retry: again },
+          jobId: `${pushJobId(messageId)}-${provider}-${again.attempt}`,
+        }),
+        log: { messageId },
+      });
+      if (next) retries.push(next);
+    }
   }
+  await enqueueJobs(deps.db, deps.clock.now(), pushJobs.message, retries);
 }
 
 /**
  * Sends to each device through its provider, in the provider's batch size; deletes the devices
- * the provider calls dead (and those whose token no longer opens); answers each provider's
- * outcomes, for the caller's retries.
+ * the provider calls dead (and those whose token no longer opens); answers, per provider, each
+ * send's row with its outcome, for the caller's retries.
  */
-export async function sendToDevices(
+export async function sendToDevices<Row extends DeviceRow>(
   deps: Deps,
   providers: PushProviders,
-  rows: DeviceRow[],
-  sendOf: (target: PushTarget, badge: number) => PushSend,
+  rows: Row[],
+  sendOf: (row: Row, target: PushTarget) => PushSend,
   log: Record<string, unknown>,
-): Promise<Map<PushProviderName, PushOutcome[]>> {
-  const byProvider = new Map<PushProviderName, PushSend[]>();
-  const unreadable: string[] = [];
+): Promise<Map<PushProviderName, { row: Row; outcome: PushOutcome }[]>> {
+  const byProvider = new Map<PushProviderName, { rows: Row[]; sends: PushSend[] }>();
+  const unreadable = new Set<string>();
   for (const [index, device] of rows.entries()) {
     // The server's requests share this thread: a large channel is prepared in slices.
     if (index > 0 && index % SLICE === 0) await setImmediate();
@@ -210,22 +284,27 @@ export async function sendToDevices(
     const token = openStored(deps, SEALED.pushToken, device.id, device.token_sealed);
     if (token === null) {
       // Sealed under a key this process does not hold: kept, and skipped until the key is back.
-      unreadable.push(device.id);
+      unreadable.add(device.id);
       continue;
     }
-    const sends = byProvider.get(device.provider) ?? [];
-    sends.push(sendOf({ deviceId: device.id, token, platform: device.platform }, Number(device.badge)));
-    byProvider.set(device.provider, sends);
+    const ofProvider = byProvider.get(device.provider) ?? { rows: [], sends: [] };
+    ofProvider.rows.push(device);
+    ofProvider.sends.push(sendOf(device, { deviceId: device.id, token, platform: device.platform }));
+    byProvider.set(device.provider, ofProvider);
   }
 
+  // A provider answers one outcome per send, in the order of the sends.
   const results = await Promise.all(
-    [...byProvider].map(async ([name, sends]) => [name, await inBatches(providers.get(name)!, sends)] as const),
+    [...byProvider].map(async ([name, { rows: sentRows, sends }]) => {
+      const outcomes = await inBatches(providers.get(name)!, sends);
+      return [name, outcomes.map((outcome, index) => ({ row: sentRows[index]!, outcome }))] as const;
+    }),
   );
 
-  const gone: string[] = [];
-  for (const [name, outcomes] of results) {
-    gone.push(...outcomes.filter((outcome) => outcome.result === "unregistered").map((outcome) => outcome.deviceId));
-    const failed = outcomes.filter((outcome) => outcome.result === "failed");
+  const gone = new Set<string>();
+  for (const [name, sent] of results) {
+    for (const { outcome } of sent) if (outcome.result === "unregistered") gone.add(outcome.deviceId);
+    const failed = sent.flatMap(({ outcome }) => (outcome.result === "failed" ? [outcome] : []));
     if (failed.length > 0) {
       deps.logger.warn(
         { provider: name, ...log, failed: failed.length, reason: failed[0]!.reason },
@@ -233,13 +312,13 @@ export async function sendToDevices(
       );
     }
   }
-  if (unreadable.length > 0) {
+  if (unreadable.size > 0) {
     deps.logger.warn(
-      { ...log, devices: unreadable.length },
+      { ...log, devices: unreadable.size },
       "push: skipped devices whose token no configured key opens (set APP_KEY_PREVIOUS to the key that sealed them; docs/operations.md)",
     );
   }
-  if (gone.length > 0) await deps.db.delete(pushDevices).where(inArray(pushDevices.id, gone));
+  if (gone.size > 0) await deps.db.delete(pushDevices).where(inArray(pushDevices.id, [...gone]));
   return new Map(results);
 }
 
@@ -247,7 +326,6 @@ type Retry = NonNullable<PushJobPayload["retry"]>;
 
 /** How a job is tried again for the devices whose send may still succeed. */
 export type RetryPlan<Payload> = {
-  definition: JobDefinition<Payload>;
   /** The attempt that just ran (1: the first). */
   attempt: number;
   maxAttempts: number;
@@ -256,28 +334,33 @@ export type RetryPlan<Payload> = {
   log: Record<string, unknown>;
 };
 
-export async function scheduleRetry<Payload>(
+/**
+ * The job that tries again the sends of `outcomes` that may still succeed (one provider's), after
+ * the provider's Retry-After or the backoff; none when there are none or it was the last attempt.
+ * The caller enqueues it (with the others of its sends, in one statement).
+ */
+export function retryJob<Payload>(
   deps: Deps,
   provider: PushProviderName,
   outcomes: PushOutcome[],
   plan: RetryPlan<Payload>,
-): Promise<void> {
+): OutboxJob<Payload> | undefined {
   const retries = outcomes.flatMap((outcome) => (outcome.result === "retry" ? [outcome] : []));
-  if (retries.length === 0) return;
+  if (retries.length === 0) return undefined;
   const attempt = plan.attempt + 1;
   if (attempt > plan.maxAttempts) {
     deps.logger.warn(
       { provider, ...plan.log, devices: retries.length, reason: retries[0]!.reason },
       "push: gave up after the last attempt",
     );
-    return;
+    return undefined;
   }
   const retryAfters = retries.flatMap((outcome) => (outcome.retryAfterMs === undefined ? [] : [outcome.retryAfterMs]));
   const delayMs = retryDelayMs(PUSH_BACKOFF, attempt, retryAfters.length > 0 ? Math.max(...retryAfters) : undefined);
   const { payload, jobId } = plan.next({ provider, deviceIds: retries.map((outcome) => outcome.deviceId), attempt });
-  await enqueueJob(deps.db, deps.clock.now(), plan.definition, payload, { jobId, delayMs });
   deps.logger.info(
     { provider, ...plan.log, devices: retries.length, attempt, delayMs, reason: retries[0]!.reason },
     "push: will try again",
   );
+  return { payload, jobId, delayMs };
 }

@@ -1,5 +1,9 @@
-// The push queue's jobs. `push.message` delivers the notifications of one message: the push
-// consumer of the event log enqueues it (job id `push-<message id>`, server/consumers/push.ts).
+// The push queue's jobs. `push.messages` delivers the notifications of up to MESSAGES_PER_JOB
+// messages of one batch of the push consumer of the event log (job id `push-p<position of its
+// first message's event>`, server/consumers/push.ts), SENT_AT_ONCE at a time, saving after each
+// such step how many it has sent (`done`), so a run after a crash sends only what was in flight
+// again. `push.message` is one message's retry for the devices a provider refused for now (and a
+// first send enqueued before jobs carried several messages).
 // `push.badge` sends a user's devices a silent badge update after a read lowered their badge:
 // the consumer enqueues it at most once per user per BADGE_WINDOW_MS (job id
 // `badge-<user id>-<window>`, due at the window's end). A send that may still succeed (429, 5xx,
@@ -17,6 +21,14 @@ const retry = z
   })
   .optional();
 
+/** Messages of one `push.messages` job at most. */
+export const MESSAGES_PER_JOB = 50;
+/**
+ * Messages whose sends go out together (Expo takes 100 notifications per request, whatever
+ * message they belong to): what a crash can make a job send twice.
+ */
+export const SENT_AT_ONCE = 10;
+
 /** A user's devices get at most one silent badge update per window of this length. */
 export const BADGE_WINDOW_MS = 10_000;
 
@@ -27,6 +39,17 @@ export const pushJobs = {
     payload: z.object({ messageId: z.string().min(1), retry }),
     // Provider failures are retried by the job itself, per device; these attempts cover the
     // database being away before anything was sent.
+    attempts: 5,
+    backoffMs: 1_000,
+  }),
+  messages: defineJob({
+    queue: "push",
+    name: "push.messages",
+    payload: z.object({
+      messageIds: z.array(z.string().min(1)).min(1).max(MESSAGES_PER_JOB),
+      /** How many of `messageIds`, from the first, were sent (saved by the job as it goes). */
+      done: z.number().int().min(0).optional(),
+    }),
     attempts: 5,
     backoffMs: 1_000,
   }),
@@ -45,6 +68,7 @@ export const pushJobs = {
 };
 
 export type PushJobPayload = z.infer<typeof pushJobs.message.payload>;
+export type PushMessagesPayload = z.infer<typeof pushJobs.messages.payload>;
 export type BadgeJobPayload = z.infer<typeof pushJobs.badge.payload>;
 
 export const pushJobId = (messageId: string) => `push-${messageId}`;

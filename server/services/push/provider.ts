@@ -58,7 +58,8 @@ export interface PushProvider {
    */
   readonly concurrentBatches: number;
   /**
-   * Sends each notification to its device; resolves with one outcome per send, in any order,
+   * Sends each notification to its device; resolves with one outcome per send, in the order of
+   * `sends` (one device may get several notifications in one call),
    * and never rejects for a per-device failure (a whole request that fails is "retry" for each).
    */
   send(sends: PushSend[]): Promise<PushOutcome[]>;
