@@ -127,7 +127,8 @@ export async function runOutbound(log: (line: string) => void): Promise<Outbound
       for (;;) {
         const [row] = await database<{ deliveries: number; waiting: number }[]>`
           select (select count(*)::int from outbound_deliveries where webhook_id = ${hook.data.id}) as deliveries,
-                 (select count(*)::int from job_outbox where name = 'outbound.deliver' and handed_at is null) as waiting`;
+                 (select count(*)::int from job_outbox where name in ('outbound.first', 'outbound.deliver')
+                   and handed_at is null) as waiting`;
         if (row!.deliveries >= MESSAGES && row!.waiting === 0) break;
         await sleep(100);
       }

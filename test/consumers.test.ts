@@ -236,7 +236,7 @@ describe("the outbound consumer", () => {
         const move = { cte: sql`moved as (select 1)`, inTransaction: async () => true };
         const counter = statementsOf(ctx.server);
         const perMessage: number[] = [];
-        for (const size of [1, 10, 100]) {
+        for (const size of [1, 10, 100, 250]) {
           const scope = `outbound-batch-${size}-${Math.random()}`;
           const mark = counter.total();
           const events = createdEvents(size, place, owner.id);
@@ -244,18 +244,22 @@ describe("the outbound consumer", () => {
           expect(result).toEqual({ wrote: "jobs" });
           perMessage.push(counter.inScope(scope, mark).count / size);
           const positions = `{${events.map((event) => event.position).join(",")}}`;
-          const [written] = rowsOf<{ deliveries: number; jobs: number }>(
+          const [written] = rowsOf<{ deliveries: number; first_attempts: number; jobs: number }>(
             await tx.execute(sql`select
               (select count(*) from outbound_deliveries where webhook_id = ${hook.body.data.id}
                 and event_position = any(${positions}::bigint[]))::integer as deliveries,
-              (select count(*) from job_outbox where name = 'outbound.deliver'
-                and payload->>'deliveryId' in (select id from outbound_deliveries where webhook_id = ${hook.body.data.id}
-                  and event_position = any(${positions}::bigint[])))::integer as jobs`),
+              firsts.first_attempts, firsts.jobs
+              from (select count(*)::integer as first_attempts, count(distinct j.id)::integer as jobs
+                from job_outbox j cross join jsonb_array_elements_text(j.payload->'deliveryIds') d(id)
+                where j.name = 'outbound.first' and d.id in (select id from outbound_deliveries
+                  where webhook_id = ${hook.body.data.id} and event_position = any(${positions}::bigint[]))) firsts`),
           );
+          // Every delivery's first attempt, in one job per 100 deliveries.
           expect(written!.deliveries).toBe(size);
-          expect(written!.jobs).toBe(written!.deliveries);
+          expect(written!.first_attempts).toBe(size);
+          expect(written!.jobs).toBe(Math.ceil(size / 100));
         }
-        expect(perMessage).toEqual([1, 1 / 10, 1 / 100]);
+        expect(perMessage).toEqual([1, 1 / 10, 1 / 100, 1 / 250]);
 
         // Events of a workspace without a webhook: nothing, and not a statement.
         const scope = `outbound-none-${Math.random()}`;

@@ -1,6 +1,7 @@
 // The outbound consumer: turns the workspace events of the log into outbound webhook deliveries.
-// For each event, a delivery and its first job for each active webhook of its workspace that
-// asked for its type (and existed when it happened), in one statement with the cursor. It keeps
+// For each event, a delivery for each active webhook of its workspace that asked for its type
+// (and existed when it happened), and for the batch's deliveries the jobs of their first attempts
+// (`outbound.first`, up to FIRSTS_PER_JOB deliveries a job), in one statement with the cursor. It keeps
 // the active webhooks in memory (reloaded when one changes, through the
 // `outbound.webhooks_changed` event, before the batch that carries it is handled), so a batch
 // of events that no webhook asked for costs no statement at all.
@@ -11,7 +12,7 @@ import { jobOutbox, outboundDeliveries, outboundWebhooks } from "../../db/schema
 import { isoTimestamp, type Clock } from "../clock.ts";
 import { newId } from "../ids.ts";
 import { deliveryBody, OUTBOUND_EVENTS, outboundWorkspaceOf } from "../services/outbound-webhooks/events.ts";
-import { deliverJobId, outboundJobs } from "../services/outbound-webhooks/jobs.ts";
+import { FIRSTS_PER_JOB, outboundJobs } from "../services/outbound-webhooks/jobs.ts";
 import {
   batchResultOf,
   PROMPT_COALESCE_MS,
@@ -77,9 +78,8 @@ export function outboundConsumer(deps: { db: Database; clock: Clock }): Consumer
               ${arrayParam(matches.map(({ webhook }) => webhook.id))}::text[],
               ${arrayParam(matches.map(({ event }) => event.payload.type))}::text[],
               ${arrayParam(matches.map(({ event }) => event.position))}::bigint[],
-              ${arrayParam(bodies)}::text[],
-              ${arrayParam(ids.map((deliveryId) => deliverJobId({ deliveryId, attempt: 1 })))}::text[])
-            as v(id, webhook_id, event, position, body, job_id)),
+              ${arrayParam(bodies)}::text[])
+            as v(id, webhook_id, event, position, body)),
           deliveries as (
             insert into ${outboundDeliveries} (id, webhook_id, event, event_position, body, status, attempts,
               next_attempt_at, created_at)
@@ -88,11 +88,14 @@ export function outboundConsumer(deps: { db: Database; clock: Clock }): Consumer
             where exists (select 1 from moved)
               and exists (select 1 from ${outboundWebhooks} w where w.id = v.webhook_id and w.is_active)
             returning id),
+          chunked as (
+            select v.id, v.position, (row_number() over (order by v.id) - 1) / ${FIRSTS_PER_JOB} as chunk
+            from deliveries d join matched v on v.id = d.id),
           jobs as (
             insert into ${jobOutbox} (name, payload, job_id, created_at)
-            select ${outboundJobs.deliver.name}, jsonb_build_object('deliveryId', v.id, 'attempt', 1), v.job_id,
-              ${at}::timestamptz
-            from deliveries d join matched v on v.id = d.id
+            select ${outboundJobs.first.name}, jsonb_build_object('deliveryIds', jsonb_agg(c.id order by c.id)),
+              'deliver-p' || min(c.position)::text || '-' || c.chunk::text, ${at}::timestamptz
+            from chunked c group by c.chunk
             on conflict (job_id) do nothing
             returning 1)
           select (select count(*) from moved)::integer as moved, (select count(*) from jobs)::integer as jobs`,

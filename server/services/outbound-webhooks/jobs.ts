@@ -1,7 +1,10 @@
-// The outbound-webhooks queue: one job per attempt of a delivery, `deliver-<delivery id>-<n>`,
-// written by the dispatcher (the first) and by the attempt before (the next, delayed), each in
-// the transaction that wrote its reason, so a crash after a commit loses nothing and a job that
-// runs twice records and retries nothing twice (deliver.ts).
+// The outbound-webhooks queue. `outbound.first` carries the first attempts of up to
+// FIRSTS_PER_JOB deliveries that the consumer of the event log wrote in one batch (its id
+// `deliver-p<position of the first event>-<chunk>`); `outbound.deliver` is one later attempt of
+// one delivery, `deliver-<delivery id>-<n>`, written by the attempt before (delayed). Each is
+// written in the transaction that wrote its reason, so a crash after a commit loses nothing, and
+// a job that runs twice records and retries nothing twice (deliver.ts skips an attempt already
+// made).
 import { z } from "zod";
 import { defineJob } from "../../jobs/definition.ts";
 
@@ -14,8 +17,19 @@ export const outboundJobs = {
     attempts: 5,
     backoffMs: 1_000,
   }),
+  first: defineJob({
+    queue: "outbound-webhooks",
+    name: "outbound.first",
+    payload: z.object({ deliveryIds: z.array(z.string().min(1)).min(1).max(100) }),
+    attempts: 5,
+    backoffMs: 1_000,
+  }),
 };
 
+/** First attempts one `outbound.first` job carries at most (a batch of the worker's). */
+export const FIRSTS_PER_JOB = 100;
+
 export type DeliverPayload = z.infer<typeof outboundJobs.deliver.payload>;
+export type FirstAttemptsPayload = z.infer<typeof outboundJobs.first.payload>;
 
 export const deliverJobId = (payload: DeliverPayload) => `deliver-${payload.deliveryId}-${payload.attempt}`;
