@@ -73,16 +73,8 @@ export async function runRendered<Row>(
   query: Query,
   values: Record<string, unknown>,
 ): Promise<Row | undefined> {
-  return (await runRenderedRows<Row>(db, query, values))[0];
-}
-
-/** `runRendered`, all its rows. */
-export async function runRenderedRows<Row>(
-  db: Database,
-  query: Query,
-  values: Record<string, unknown>,
-): Promise<Row[]> {
-  return runPrepared<Row>(db, query.sql, fillPlaceholders(query.params, values));
+  const [row] = await runPrepared<Row>(db, query.sql, fillPlaceholders(query.params, values));
+  return row;
 }
 
 /**

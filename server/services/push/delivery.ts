@@ -15,8 +15,8 @@ import {
   arrayParam,
   prepared,
   renderStatement,
-  runRenderedRows,
-  runStatementRows,
+  runRendered,
+  runStatement,
 } from "../../../db/prepared.ts";
 import { attachments, channels, messages, pushDevices, rooms, users } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
@@ -57,7 +57,8 @@ export function retryFilter(device: string, retry: PushJobPayload["retry"]): SQL
     and ${sql.raw(device)}.id = any(${arrayParam(retry.deviceIds)}::text[])`;
 }
 
-type RecipientDevicesRow = {
+/** A message of the delivery statement's answer, with the ids of the users it goes to. */
+type RecipientMessage = {
   id: string;
   workspace_id: string | null;
   channel_id: string | null;
@@ -69,21 +70,24 @@ type RecipientDevicesRow = {
   channel_name: string | null;
   room_name: string | null;
   attachment_names: string[] | null;
-  devices: unknown;
+  user_ids: number[];
 };
+
+/** The delivery statement's one row: its messages, and every recipient's devices once. */
+type RecipientDevicesRow = { messages: unknown; devices: unknown };
 
 /** A message to push: what its notification says, and the devices it goes to with their badges. */
 type MessagePush = { messageId: string; loaded: MessageForPush; devices: DeviceRow[] };
 
 /**
- * One statement for several messages (`messageIds`, an SQL text[]): the users each is for
- * (audience.ts) who have a device and are not `dnd` now (docs/presence.md: their counts still
- * grow, nothing is pushed), each such user's badge, counted once for all the messages (they
- * committed before their events reached the consumer, so they count), their devices, and what
- * the notification says of each message (its sender, its place's name, its files' names).
- * Badges are computed for recipients with a device only. No row for a message nobody gets (or
- * that is gone). `messageIds` and `now` (a `timestamptz`) are SQL: values, or placeholders of
- * the kept rendering.
+ * One statement for several messages (`messageIds`, an SQL text[]), answering one row: the
+ * messages somebody gets, each with the users it is for (audience.ts) who have a device and are
+ * not `dnd` now (docs/presence.md: their counts still grow, nothing is pushed) and what its
+ * notification says (its sender, its place's name, its files' names); and the devices of all
+ * those users once, each with its user's badge, counted once for all the messages (they
+ * committed before their events reached the consumer, so they count). Badges are computed for
+ * recipients with a device only. `messageIds` and `now` (a `timestamptz`) are SQL: values, or
+ * placeholders of the kept rendering.
  */
 function recipientDevicesStatement(messageIds: SQL, now: SQL, retry: PushJobPayload["retry"]): SQL {
   return sql`
@@ -95,20 +99,22 @@ function recipientDevicesStatement(messageIds: SQL, now: SQL, retry: PushJobPayl
       badges as materialized (
         select recipient.user_id, ${totalMentions(sql`recipient.user_id`)} as badge
         from (select distinct user_id from recipients) recipient),
-      devices as (
-        select r.message_id, d.id, d.provider, d.platform, d.token_sealed, b.badge
-        from recipients r join ${pushDevices} d on d.user_id = r.user_id join badges b on b.user_id = r.user_id
-        where true ${retryFilter("d", retry)})
-      select m.id, m.workspace_id, m.channel_id, m.conversation_id, m.room_id, m.parent_message_id, m.content,
-        coalesce(u.name, m.author_name, 'Someone') as sender_name, c.name as channel_name, rm.name as room_name,
-        (select array_agg(a.filename order by a.id) from ${attachments} a where a.message_id = m.id) as attachment_names,
-        (select json_agg(json_build_object('id', dv.id, 'provider', dv.provider, 'platform', dv.platform,
-          'token_sealed', dv.token_sealed, 'badge', dv.badge)) from devices dv where dv.message_id = m.id) as devices
-      from ${messages} m
-        left join ${users} u on u.id = m.author_user_id
-        left join ${channels} c on c.id = m.channel_id
-        left join ${rooms} rm on rm.id = m.room_id
-      where m.id = any(${messageIds}) and exists (select 1 from devices dv where dv.message_id = m.id)`;
+      by_message as materialized (
+        select message_id, array_agg(user_id) as user_ids from recipients group by message_id)
+      select
+        (select json_agg(json_build_object('id', m.id, 'workspace_id', m.workspace_id, 'channel_id', m.channel_id,
+            'conversation_id', m.conversation_id, 'room_id', m.room_id, 'parent_message_id', m.parent_message_id,
+            'content', m.content, 'sender_name', coalesce(u.name, m.author_name, 'Someone'), 'channel_name', c.name,
+            'room_name', rm.name, 'user_ids', b.user_ids,
+            'attachment_names', (select array_agg(a.filename order by a.id) from ${attachments} a where a.message_id = m.id)))
+          from by_message b join ${messages} m on m.id = b.message_id
+            left join ${users} u on u.id = m.author_user_id
+            left join ${channels} c on c.id = m.channel_id
+            left join ${rooms} rm on rm.id = m.room_id) as messages,
+        (select json_agg(json_build_object('user_id', d.user_id, 'id', d.id, 'provider', d.provider,
+            'platform', d.platform, 'token_sealed', d.token_sealed, 'badge', b.badge))
+          from badges b join ${pushDevices} d on d.user_id = b.user_id
+          where true ${retryFilter("d", retry)}) as devices`;
 }
 
 /** The pushes of `messageIds` that go to anyone, in the order of `messageIds`. */
@@ -121,12 +127,12 @@ async function recipientDevices(
   // than to run it, when it came as a new statement for every job. A first send's rendering is
   // kept too (drizzle built its text anew for every job); a retry names its devices in it.
   const now = deps.clock.now().toISOString();
-  const rows = retry
-    ? await runStatementRows<RecipientDevicesRow>(
+  const row = retry
+    ? await runStatement<RecipientDevicesRow>(
         deps.db,
         recipientDevicesStatement(sql`${arrayParam(messageIds)}::text[]`, sql`${now}::timestamptz`, retry),
       )
-    : await runRenderedRows<RecipientDevicesRow>(
+    : await runRendered<RecipientDevicesRow>(
         deps.db,
         prepared(deps.db, "push_recipient_devices", () =>
           renderStatement(
@@ -139,29 +145,40 @@ async function recipientDevices(
         ),
         { messageIds: arrayLiteral(messageIds), now },
       );
-  const byId = new Map(rows.map((row) => [row.id, row]));
+  // Each user's devices, read once for all the messages.
+  const devicesOf = new Map<number, DeviceRow[]>();
+  for (const device of jsonOf<(DeviceRow & { user_id: number })[] | null>(row?.devices ?? null) ?? []) {
+    const ofUser = devicesOf.get(device.user_id);
+    if (ofUser) ofUser.push(device);
+    else devicesOf.set(device.user_id, [device]);
+  }
+  const byId = new Map(
+    (jsonOf<RecipientMessage[] | null>(row?.messages ?? null) ?? []).map((message) => [message.id, message]),
+  );
   return messageIds.flatMap((messageId) => {
-    const row = byId.get(messageId);
-    if (!row) return [];
+    const message = byId.get(messageId);
+    if (!message) return [];
+    const devices = message.user_ids.flatMap((userId) => devicesOf.get(userId) ?? []);
+    if (devices.length === 0) return [];
     return [
       {
         messageId,
         loaded: {
           message: {
-            id: row.id,
-            workspaceId: row.workspace_id,
-            channelId: row.channel_id,
-            conversationId: row.conversation_id,
-            roomId: row.room_id,
-            parentMessageId: row.parent_message_id,
-            content: row.content,
+            id: message.id,
+            workspaceId: message.workspace_id,
+            channelId: message.channel_id,
+            conversationId: message.conversation_id,
+            roomId: message.room_id,
+            parentMessageId: message.parent_message_id,
+            content: message.content,
           },
-          senderName: row.sender_name,
-          channelName: row.channel_name,
-          roomName: row.room_name,
-          attachmentNames: row.attachment_names ?? [],
+          senderName: message.sender_name,
+          channelName: message.channel_name,
+          roomName: message.room_name,
+          attachmentNames: message.attachment_names ?? [],
         },
-        devices: jsonOf<DeviceRow[]>(row.devices),
+        devices,
       },
     ];
   });
@@ -244,8 +261,11 @@ async function sendPushes(
   const retries: OutboxJob<PushJobPayload>[] = [];
   for (const [provider, sent] of outcomes) {
     const byMessage = new Map<string, PushOutcome[]>();
-    for (const { row, outcome } of sent)
-      byMessage.set(row.messageId, [...(byMessage.get(row.messageId) ?? []), outcome]);
+    for (const { row, outcome } of sent) {
+      const ofMessage = byMessage.get(row.messageId);
+      if (ofMessage) ofMessage.push(outcome);
+      else byMessage.set(row.messageId, [outcome]);
+    }
     for (const [messageId, ofMessage] of byMessage) {
       const next = retryJob(deps, provider, ofMessage, {
         attempt: retry?.attempt ?? 1,
