@@ -7,10 +7,16 @@
 export class Batcher<Item> {
   private waiting: { item: Item; settle: (error?: unknown) => void }[] = [];
   private running = 0;
+  /** Items of the batches running now. */
+  private runningItems = 0;
 
   constructor(
     private readonly run: (items: Item[]) => Promise<void>,
-    private readonly options: { batchSize: number; atOnce: number },
+    /**
+     * `inFlight`: the most items the running batches hold together (what a process that dies
+     * leaves half done); a batch then takes only what fits.
+     */
+    private readonly options: { batchSize: number; atOnce: number; inFlight?: number },
   ) {}
 
   /** Resolves when the item's batch is done. */
@@ -32,8 +38,11 @@ export class Batcher<Item> {
 
   private next(): void {
     if (this.running >= this.options.atOnce || this.waiting.length === 0) return;
-    const batch = this.waiting.splice(0, this.options.batchSize);
+    const room = Math.min(this.options.batchSize, (this.options.inFlight ?? Infinity) - this.runningItems);
+    if (room <= 0) return;
+    const batch = this.waiting.splice(0, room);
     this.running++;
+    this.runningItems += batch.length;
     this.run(batch.map((job) => job.item))
       .then(
         () => batch.forEach((job) => job.settle()),
@@ -41,6 +50,7 @@ export class Batcher<Item> {
       )
       .finally(() => {
         this.running--;
+        this.runningItems -= batch.length;
         this.next();
       });
   }
