@@ -1,7 +1,8 @@
-// Who gets a push for a message (docs/push.md), in SQL over a message row `m`: the push job
-// (delivery.ts) finds in one statement who gets it, on which devices, with what badge. The
-// members of the place come from the target policy (server/policy/audiences.ts); this module adds
-// only what push decides on top of membership:
+// Who gets a push for a message (docs/push.md), in SQL: the push job (delivery.ts) finds in one
+// statement who gets each of its messages, on which devices, with what badge. The members of
+// each place come from the target policy (server/policy/audiences.ts), read once per place of
+// the job's messages (`pushCandidatesOfPlace`); this module adds only what push decides on top
+// of membership (`pushWanted`, per message):
 // - a channel message: members whose level is `all`, or `mentions` and it mentions them (they
 //   are in `mentioned_user_ids`, or it says `<!channel>`/`<!here>`); a member's level is their
 //   channel setting, `default` following their own `users.channel_push`;
@@ -15,7 +16,7 @@ import { channelMembers, conversationReadStates, messages, users } from "../../.
 import { placeMembersOfRow } from "../../policy/audiences.ts";
 
 /**
- * The messages of `ids` (an SQL text[] expression) as rows `m` for `pushRecipientsOfRow`, read
+ * The messages of `ids` (an SQL text[] expression) as rows `m` for `pushWanted`, read
  * from the table by primary key (the mentions as they are now, an edit included). Server
  * notices and deleted messages wake nobody, so they are left out.
  */
@@ -32,25 +33,34 @@ export function pushMessageRows(ids: SQL): SQL {
 const level = sql`case when pcm.push is null or pcm.push = 'default' then pu.channel_push else pcm.push end`;
 
 /**
- * SQL selecting the user ids (column `user_id`) who get a push for the message row `m` (columns
- * as `pushMessageRows` names them; kind, place_id and workspace_id are what the policy's
- * `placeMembersOfRow` reads), devices aside. A user may appear twice (a conversation with oneself):
- * `select distinct` where it matters. The thread's participants are read once per message (the
- * subquery depends on `m` alone, so PostgreSQL hashes it), not once per member.
+ * SQL selecting, for the place row `m` (columns `kind`, `place_id`, `workspace_id`, what the
+ * policy's `placeMembersOfRow` reads), the members who may get its messages' pushes at all:
+ * active accounts that have not muted it, each with their push level there (column `level`;
+ * unused for a conversation). What depends on the message (its author, mentions, thread) is
+ * `pushWanted`. Run once per place of a job's messages, not once per message. A user may
+ * appear twice (a conversation with oneself): `select distinct` where it matters.
  */
-export const pushRecipientsOfRow = sql`
-  select pu.id as user_id
+export const pushCandidatesOfPlace = sql`
+  select pu.id as user_id, ${level} as level
   from (${placeMembersOfRow}) members
     join ${users} pu on pu.id = members.user_id and pu.is_active
     left join ${channelMembers} pcm on m.kind = 'channel' and pcm.channel_id = m.place_id and pcm.user_id = pu.id
     left join ${conversationReadStates} prs
       on m.kind = 'conversation' and prs.conversation_id = m.place_id and prs.user_id = pu.id
-  where pu.id is distinct from m.author_id
-    and not coalesce(pcm.muted, false) and not coalesce(prs.muted, false)
+  where not coalesce(pcm.muted, false) and not coalesce(prs.muted, false)`;
+
+/**
+ * SQL condition: the candidate row `c` (of `pushCandidatesOfPlace`, for the place of `m`) gets
+ * a push for the message row `m` (columns as `pushMessageRows` names them). The thread's
+ * participants are read once per message (the subquery depends on `m` alone, so PostgreSQL
+ * hashes it), not once per candidate.
+ */
+export const pushWanted = sql`
+  c.user_id is distinct from m.author_id
     and (m.kind = 'conversation'
-      or ${level} = 'all'
-      or (${level} = 'mentions' and (m.mentions_channel or pu.id = any(m.mentioned_user_ids)))
-      or (m.parent_id is not null and ${level} <> 'none' and pu.id in (
+      or c.level = 'all'
+      or (c.level = 'mentions' and (m.mentions_channel or c.user_id = any(m.mentioned_user_ids)))
+      or (m.parent_id is not null and c.level <> 'none' and c.user_id in (
         select p.author_user_id from ${messages} p where p.id = m.parent_id and p.author_user_id is not null
         union all
         select r.author_user_id from ${messages} r

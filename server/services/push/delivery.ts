@@ -26,7 +26,7 @@ import { mapLimit } from "../../provider-http.ts";
 import { openStored, SEALED } from "../keys/sealed-values.ts";
 import { totalMentions } from "../messaging/unread-counts.ts";
 import { doNotDisturb } from "../presence/settings.ts";
-import { pushMessageRows, pushRecipientsOfRow } from "./audience.ts";
+import { pushCandidatesOfPlace, pushMessageRows, pushWanted } from "./audience.ts";
 import { pushJobId, pushJobs, SENT_AT_ONCE, type PushJobPayload, type PushMessagesPayload } from "./jobs.ts";
 import { pushNotificationFor, type MessageForPush } from "./notification.ts";
 import type { PushOutcome, PushPlatform, PushProvider, PushProviderName, PushSend, PushTarget } from "./provider.ts";
@@ -91,11 +91,16 @@ type MessagePush = { messageId: string; loaded: MessageForPush; devices: DeviceR
  */
 function recipientDevicesStatement(messageIds: SQL, now: SQL, retry: PushJobPayload["retry"]): SQL {
   return sql`
-      with recipients as materialized (
-        select distinct m.id as message_id, r.user_id
-        from ${pushMessageRows(messageIds)} cross join lateral (${pushRecipientsOfRow}) r
-        where exists (select 1 from ${pushDevices} rd where rd.user_id = r.user_id ${retryFilter("rd", retry)})
-          and not ${doNotDisturb(sql`r.user_id`, now)}),
+      with pushed as materialized (select * from ${pushMessageRows(messageIds)}),
+      candidates as materialized (
+        select m.kind, m.place_id, c.user_id, c.level
+        from (select distinct kind, place_id, workspace_id from pushed) m cross join lateral (${pushCandidatesOfPlace}) c
+        where exists (select 1 from ${pushDevices} rd where rd.user_id = c.user_id ${retryFilter("rd", retry)})
+          and not ${doNotDisturb(sql`c.user_id`, now)}),
+      recipients as materialized (
+        select distinct m.id as message_id, c.user_id
+        from pushed m join candidates c on c.kind = m.kind and c.place_id = m.place_id
+        where ${pushWanted}),
       badges as materialized (
         select recipient.user_id, ${totalMentions(sql`recipient.user_id`)} as badge
         from (select distinct user_id from recipients) recipient),
