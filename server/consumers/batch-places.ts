@@ -3,6 +3,7 @@
 // (server/policy/places.ts) read as `m`.
 import { arrayParam } from "../../db/prepared.ts";
 import { sql, type SQL } from "drizzle-orm";
+import { jobOutbox } from "../../db/schema/index.ts";
 import type { MessageRecord } from "../records/message.ts";
 import type { LoggedEvent } from "./kit.ts";
 
@@ -44,4 +45,20 @@ export function messageRows(messages: CreatedMessage[]): SQL {
       ${arrayParam(messages.map(({ record }) => (record.author?.type === "user" ? record.author.id : null)))}::integer[],
       ${arrayParam(messages.map(({ sourceLanguage }) => sourceLanguage))}::text[])
     as m(id, kind, place_id, workspace_id, author_id, language)`;
+}
+
+/**
+ * The jobs of a consumer's batch of messages, as a data-modifying statement for a CTE of its one
+ * statement: one `jobName` job per `chunk` of the CTE `owed` (columns `id`, `position`,
+ * `chunk`), its payload the chunk's message ids in position order (`messageIds`), its id
+ * `<idPrefix>-p<position of its first message's event>` (positions are never reused, so an id
+ * never meets another job's); one row returned per job written.
+ */
+export function messageJobsInsert(jobName: string, idPrefix: string, now: string): SQL {
+  return sql`insert into ${jobOutbox} (name, payload, job_id, created_at)
+    select ${jobName}, jsonb_build_object('messageIds', jsonb_agg(o.id order by o.position)),
+      ${`${idPrefix}-p`}::text || min(o.position)::text, ${now}::timestamptz
+    from owed o group by o.chunk
+    on conflict (job_id) do nothing
+    returning 1`;
 }

@@ -19,7 +19,7 @@ import { jobOutbox, pushDevices } from "../../db/schema/index.ts";
 import type { Clock } from "../clock.ts";
 import { placeMembersOfRow } from "../policy/audiences.ts";
 import { BADGE_WINDOW_MS, MESSAGES_PER_JOB, pushJobs } from "../services/push/jobs.ts";
-import { createdMessages, messageRows } from "./batch-places.ts";
+import { createdMessages, messageJobsInsert, messageRows } from "./batch-places.ts";
 import {
   batchResultOf,
   PROMPT_COALESCE_MS,
@@ -74,13 +74,7 @@ export function pushConsumer(deps: { db: Database; clock: Clock }): Consumer {
               select 1 from (${placeMembersOfRow}) members
                 join ${pushDevices} d on d.user_id = members.user_id
               where m.author_id is null or d.user_id <> m.author_id)),
-          message_jobs as (
-            insert into ${jobOutbox} (name, payload, job_id, created_at)
-            select ${pushJobs.messages.name}, jsonb_build_object('messageIds', jsonb_agg(o.id order by o.position)),
-              'push-p' || min(o.position)::text, ${now.toISOString()}::timestamptz
-            from owed o group by o.chunk
-            on conflict (job_id) do nothing
-            returning 1),
+          message_jobs as (${messageJobsInsert(pushJobs.messages.name, "push", now.toISOString())}),
           readers as (select unnest(${arrayParam(lowered)}::integer[]) as user_id),
           badge_jobs as (
             insert into ${jobOutbox} (name, payload, job_id, run_at, created_at)

@@ -8,13 +8,13 @@
 // when the server translates (TRANSLATION_PROVIDER).
 import { sql } from "drizzle-orm";
 import type { Database } from "../../db/client.ts";
-import { jobOutbox, messageTranslations } from "../../db/schema/index.ts";
+import { messageTranslations } from "../../db/schema/index.ts";
 import type { Clock } from "../clock.ts";
 import { placeReaderLanguagesOfRow } from "../policy/audiences.ts";
 import { arrayParam, runStatement } from "../../db/prepared.ts";
 import { MESSAGES_PER_JOB, translationJobs } from "../services/translation/jobs.ts";
 import { hasProse } from "../services/translation/protect.ts";
-import { createdMessages, messageRows } from "./batch-places.ts";
+import { createdMessages, messageJobsInsert, messageRows } from "./batch-places.ts";
 import {
   batchResultOf,
   PROMPT_COALESCE_MS,
@@ -53,13 +53,7 @@ export function translationConsumer(deps: { db: Database; clock: Clock }): Consu
             from unnest(${arrayParam(messages.map(({ record }) => record.id))}::text[],
               ${arrayParam(messages.map(({ position }) => position))}::bigint[]) with ordinality j(id, position, ord)
             where j.id in (select message_id from pending)),
-          jobs as (
-            insert into ${jobOutbox} (name, payload, job_id, created_at)
-            select ${translationJobs.messages.name}, jsonb_build_object('messageIds', jsonb_agg(o.id order by o.position)),
-              'translate-p' || min(o.position)::text, ${now}::timestamptz
-            from owed o group by o.chunk
-            on conflict (job_id) do nothing
-            returning 1)
+          jobs as (${messageJobsInsert(translationJobs.messages.name, "translate", now)})
           select (select count(*) from moved)::integer as moved, (select count(*) from jobs)::integer as jobs`,
       );
       return batchResultOf(row);

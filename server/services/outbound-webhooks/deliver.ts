@@ -31,11 +31,10 @@ export const DELIVERY_ATTEMPTS = 8;
 /** How much of the receiver's answer is kept. */
 export const RESPONSE_BODY_LIMIT = 1024;
 /**
- * Deliveries attempted together at most, batches of one process at once, and deliveries sent
- * and not yet recorded at once (what a worker that dies may send again: as many as when each
- * job was one delivery and the queue ran 50 of them at once).
+ * Deliveries sent and not yet recorded at once, in up to 4 batches (what a worker that dies may
+ * send again: as many as when each job was one delivery and the queue ran 50 of them at once).
  */
-export const DELIVERY_BATCH = { batchSize: 100, atOnce: 4, inFlight: 50 };
+export const DELIVERY_BATCH = { batchSize: 50, atOnce: 4, inFlight: 50 };
 /** A webhook whose attempts have all failed for this long is switched off. */
 export const FAILING_DISABLES_AFTER_MS = 24 * 3600_000;
 

@@ -8,6 +8,12 @@
 import { z } from "zod";
 import { defineJob } from "../../jobs/definition.ts";
 
+/**
+ * First attempts one `outbound.first` job carries at most (the worker's batcher sends them, at
+ * most DELIVERY_BATCH.inFlight at once).
+ */
+export const FIRSTS_PER_JOB = 100;
+
 export const outboundJobs = {
   deliver: defineJob({
     queue: "outbound-webhooks",
@@ -20,16 +26,12 @@ export const outboundJobs = {
   first: defineJob({
     queue: "outbound-webhooks",
     name: "outbound.first",
-    payload: z.object({ deliveryIds: z.array(z.string().min(1)).min(1).max(100) }),
+    payload: z.object({ deliveryIds: z.array(z.string().min(1)).min(1).max(FIRSTS_PER_JOB) }),
     attempts: 5,
     backoffMs: 1_000,
   }),
 };
 
-/** First attempts one `outbound.first` job carries at most (a batch of the worker's). */
-export const FIRSTS_PER_JOB = 100;
-
 export type DeliverPayload = z.infer<typeof outboundJobs.deliver.payload>;
-export type FirstAttemptsPayload = z.infer<typeof outboundJobs.first.payload>;
 
 export const deliverJobId = (payload: DeliverPayload) => `deliver-${payload.deliveryId}-${payload.attempt}`;
