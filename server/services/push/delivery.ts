@@ -87,18 +87,20 @@ type MessagePush = { messageId: string; loaded: MessageForPush; devices: DeviceR
  * those users once, each with its user's badge, counted once for all the messages (they
  * committed before their events reached the consumer, so they count). Badges are computed for
  * recipients with a device only. `messageIds` and `now` (a `timestamptz`) are SQL: values, or
- * placeholders of the kept rendering.
+ * placeholders of the kept rendering. Each place's candidates are made distinct once (a user
+ * appears twice in a conversation with oneself), so the pairs of message and recipient need no
+ * `distinct`: sorting a job's thousand pairs by their text ids was 3.5 ms of its 8.
  */
 function recipientDevicesStatement(messageIds: SQL, now: SQL, retry: PushJobPayload["retry"]): SQL {
   return sql`
       with pushed as materialized (select * from ${pushMessageRows(messageIds)}),
       candidates as materialized (
-        select m.kind, m.place_id, c.user_id, c.level
+        select distinct m.kind, m.place_id, c.user_id, c.level
         from (select distinct kind, place_id, workspace_id from pushed) m cross join lateral (${pushCandidatesOfPlace}) c
         where exists (select 1 from ${pushDevices} rd where rd.user_id = c.user_id ${retryFilter("rd", retry)})
           and not ${doNotDisturb(sql`c.user_id`, now)}),
       recipients as materialized (
-        select distinct m.id as message_id, c.user_id
+        select m.id as message_id, c.user_id
         from pushed m join candidates c on c.kind = m.kind and c.place_id = m.place_id
         where ${pushWanted}),
       badges as materialized (
