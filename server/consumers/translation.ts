@@ -40,11 +40,16 @@ export function translationConsumer(deps: { db: Database; clock: Clock }): Consu
         deps.db,
         sql`
           with ${move.cte},
+          batch as materialized (select * from ${messageRows(messages)}),
+          -- Each place's reading languages once, not once per message.
+          readers as materialized (
+            select m.kind, m.place_id, r.language
+            from (select distinct kind, place_id, workspace_id from batch) m
+              cross join lateral (${placeReaderLanguagesOfRow}) r),
           pending as (
             insert into ${messageTranslations} (message_id, language, status, created_at, updated_at)
             select m.id, readers.language, 'pending', ${now}::timestamptz, ${now}::timestamptz
-            from ${messageRows(messages)}
-              cross join lateral (${placeReaderLanguagesOfRow}) readers
+            from batch m join readers on readers.kind = m.kind and readers.place_id = m.place_id
             where exists (select 1 from moved) and readers.language is distinct from m.language
             on conflict do nothing
             returning message_id),
