@@ -31,9 +31,13 @@ async function badgeDevices(deps: Deps, payload: BadgeJobPayload): Promise<Devic
 export async function deliverBadgeUpdate(deps: Deps, providers: PushProviders, payload: BadgeJobPayload) {
   const rows = await badgeDevices(deps, payload);
   if (rows.length === 0) return;
-  const outcomes = await sendToDevices(deps, providers, rows, (row, target) => ({ target, badge: Number(row.badge) }), {
-    badgeOf: payload.userId,
-  });
+  const outcomes = await sendToDevices(
+    deps,
+    providers,
+    rows.map((device) => ({ device })),
+    (row, target) => ({ target, badge: Number(row.device.badge) }),
+    { badgeOf: payload.userId },
+  );
   const firstJobId = badgeJobId(payload.userId, payload.window);
   const retries = [...outcomes].flatMap(([provider, sent]) => {
     const next = retryJob(

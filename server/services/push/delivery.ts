@@ -253,16 +253,17 @@ async function sendPushes(
   retry: PushJobPayload["retry"],
 ): Promise<void> {
   if (pushes.length === 0) return;
+  // The device is referred to, not spread: copying its parsed row was 3.5 µs a send.
   const rows = pushes.flatMap((push) => {
     const notification = pushNotificationFor(push.loaded);
-    return push.devices.map((device) => ({ ...device, messageId: push.messageId, notification }));
+    return push.devices.map((device) => ({ device, messageId: push.messageId, notification }));
   });
   const log = pushes.length === 1 ? { messageId: pushes[0]!.messageId } : { messageIds: pushes.length };
   const outcomes = await sendToDevices(
     deps,
     providers,
     rows,
-    (row, target) => ({ target, notification: row.notification, badge: Number(row.badge) }),
+    (row, target) => ({ target, notification: row.notification, badge: Number(row.device.badge) }),
     log,
   );
   const retries: OutboxJob<PushJobPayload>[] = [];
@@ -294,7 +295,7 @@ async function sendPushes(
  * the provider calls dead (and those whose token no longer opens); answers, per provider, each
  * send's row with its outcome, for the caller's retries.
  */
-export async function sendToDevices<Row extends DeviceRow>(
+export async function sendToDevices<Row extends { device: DeviceRow }>(
   deps: Deps,
   providers: PushProviders,
   rows: Row[],
@@ -303,9 +304,10 @@ export async function sendToDevices<Row extends DeviceRow>(
 ): Promise<Map<PushProviderName, { row: Row; outcome: PushOutcome }[]>> {
   const byProvider = new Map<PushProviderName, { rows: Row[]; sends: PushSend[] }>();
   const unreadable = new Set<string>();
-  for (const [index, device] of rows.entries()) {
+  for (const [index, row] of rows.entries()) {
     // The server's requests share this thread: a large channel is prepared in slices.
     if (index > 0 && index % SLICE === 0) await setImmediate();
+    const device = row.device;
     if (!providers.has(device.provider)) continue; // not configured: said once at start
     // Opened once per process (openStored keeps what it opened): a channel's devices are read for each of its messages.
     const token = openStored(deps, SEALED.pushToken, device.id, device.token_sealed);
@@ -315,8 +317,8 @@ export async function sendToDevices<Row extends DeviceRow>(
       continue;
     }
     const ofProvider = byProvider.get(device.provider) ?? { rows: [], sends: [] };
-    ofProvider.rows.push(device);
-    ofProvider.sends.push(sendOf(device, { deviceId: device.id, token, platform: device.platform }));
+    ofProvider.rows.push(row);
+    ofProvider.sends.push(sendOf(row, { deviceId: device.id, token, platform: device.platform }));
     byProvider.set(device.provider, ofProvider);
   }
 

@@ -90,15 +90,16 @@ export class ExpoProvider implements PushProvider {
  */
 function expoMessage({ target, notification, badge }: PushSend) {
   if (!notification) return { to: target.token, badge, data: badgeUpdateData(badge), priority: "normal" };
-  return {
+  const message: Record<string, unknown> = {
     to: target.token,
     title: notification.title,
     body: notification.body,
     data: notification.data,
     sound: "default",
     priority: "high",
-    ...(badge !== undefined && { badge }),
   };
+  if (badge !== undefined) message.badge = badge;
+  return message;
 }
 
 /** " (CODE)" of a whole-request error body `{errors: [{code, message}]}`, or "". */
