@@ -8,8 +8,8 @@
 // the last try, or at once for a refusal trying again cannot fix, it is stored as "failed"
 // (with its event), so nothing stays pending.
 import { createHash } from "node:crypto";
-import { inArray, sql, type SQL } from "drizzle-orm";
-import { arrayParam, runStatement, runStatementRows } from "../../../db/prepared.ts";
+import { sql, type SQL } from "drizzle-orm";
+import { arrayLiteral, arrayParam, prepared, runStatement, runStatementRows } from "../../../db/prepared.ts";
 import {
   messageTranslations,
   messages,
@@ -112,20 +112,28 @@ export async function translateMessages(
   await oneBatchPerMessage(deps, [...jobs.keys()], () => translateBatch(deps, provider, jobs));
 }
 
-async function translateBatch(
-  deps: Deps,
-  provider: TranslationProvider,
-  jobs: Map<string, TranslationJobPayload>,
-): Promise<void> {
-  // The messages and the languages still pending for each, in one round trip.
-  const found = await deps.db
+/** A batch's messages with the languages still pending for each: prepared once (every batch runs it). */
+function prepareBatchRead(db: Deps["db"], name: string) {
+  return db
     .select({
       message: messages,
       pending: sql<Language[] | null>`(select array_agg(${messageTranslations.language}) from ${messageTranslations}
         where ${messageTranslations.messageId} = ${messages.id} and ${messageTranslations.status} = 'pending')`,
     })
     .from(messages)
-    .where(inArray(messages.id, [...jobs.keys()]));
+    .where(sql`${messages.id} = any(${sql.placeholder("ids")}::text[])`)
+    .prepare(name);
+}
+
+async function translateBatch(
+  deps: Deps,
+  provider: TranslationProvider,
+  jobs: Map<string, TranslationJobPayload>,
+): Promise<void> {
+  // The messages and the languages still pending for each, in one round trip.
+  const found = await prepared(deps.db, "translation_batch_messages", prepareBatchRead).execute({
+    ids: arrayLiteral([...jobs.keys()]),
+  });
   // A message gone with its channel or conversation took its rows along; one with none pending is done.
   const work: Work[] = found.flatMap(({ message, pending }) => {
     if (!pending?.length) return [];
