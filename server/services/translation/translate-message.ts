@@ -7,7 +7,7 @@
 // could not do now (429, 5xx, a timeout) is tried again by a delayed job of that message; after
 // the last try, or at once for a refusal trying again cannot fix, it is stored as "failed"
 // (with its event), so nothing stays pending.
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import { sql, type SQL } from "drizzle-orm";
 import { arrayLiteral, arrayParam, prepared, runStatement, runStatementRows } from "../../../db/prepared.ts";
 import {
@@ -49,9 +49,7 @@ type Outcome =
 
 /** The cache key of a text in a language pair: a hash, so the key is short whatever the text. */
 export function cacheKey(source: Language | null, target: Language, text: string): string {
-  return createHash("sha256")
-    .update(`${source ?? "auto"}\n${target}\n${text}`)
-    .digest("base64url");
+  return hash("sha256", `${source ?? "auto"}\n${target}\n${text}`, "base64url");
 }
 
 /**
