@@ -80,13 +80,18 @@ export interface Consumer {
 }
 
 /**
- * The `coalesceMs` of the consumers whose work someone waits for (push, translation, outbound
- * webhooks): a quarter of a second later at most, one statement (and one job) per quarter second
- * of posts instead of one per batch the relay positions, which under load is every few
- * milliseconds. Each job costs the queue and the job outbox the same whatever it carries: at a
- * tenth of a second a message with every feature on cost about a tenth more.
+ * The `coalesceMs` of a consumer whose work a reader watches arrive (translation): a tenth of a
+ * second later at most, one statement (and one job) per tenth of a second of posts instead of
+ * one per batch the relay positions, which under load is every few milliseconds.
  */
-export const PROMPT_COALESCE_MS = 250;
+export const PROMPT_COALESCE_MS = 100;
+
+/**
+ * The `coalesceMs` of the consumers whose work leaves for another service that takes longer
+ * itself (push providers, webhooks' receivers): a quarter of a second. Each batch costs a
+ * statement and a job (the queue's work, its outbox row) whatever it carries.
+ */
+export const SENDS_COALESCE_MS = 250;
 
 /** A consumer's cursor row is written this long after an idle batch moved it, at the latest. */
 const PERSIST_IDLE_MS = 30_000;

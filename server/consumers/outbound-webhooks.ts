@@ -15,7 +15,7 @@ import { deliveryBody, OUTBOUND_EVENTS, outboundWorkspaceOf } from "../services/
 import { FIRSTS_PER_JOB, outboundJobs } from "../services/outbound-webhooks/jobs.ts";
 import {
   batchResultOf,
-  PROMPT_COALESCE_MS,
+  SENDS_COALESCE_MS,
   type BatchResult,
   type Consumer,
   type CursorMove,
@@ -30,7 +30,7 @@ export function outboundConsumer(deps: { db: Database; clock: Clock }): Consumer
   return {
     name: "outbound",
     types: new Set(OUTBOUND_EVENTS),
-    coalesceMs: PROMPT_COALESCE_MS,
+    coalesceMs: SENDS_COALESCE_MS,
     refreshOn: new Set(["outbound.webhooks_changed"]),
     async refresh() {
       const rows = rowsOf<ActiveWebhook & { created_at: Date | string }>(

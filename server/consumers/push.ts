@@ -22,7 +22,7 @@ import { BADGE_WINDOW_MS, MESSAGES_PER_JOB, pushJobs } from "../services/push/jo
 import { createdMessages, messageJobsInsert, messageRows } from "./batch-places.ts";
 import {
   batchResultOf,
-  PROMPT_COALESCE_MS,
+  SENDS_COALESCE_MS,
   type BatchResult,
   type Consumer,
   type CursorMove,
@@ -34,7 +34,7 @@ export function pushConsumer(deps: { db: Database; clock: Clock }): Consumer {
   return {
     name: "push",
     types: new Set(["message.created", "read.updated"]),
-    coalesceMs: PROMPT_COALESCE_MS,
+    coalesceMs: SENDS_COALESCE_MS,
     refreshOn: new Set(["push.device_registered"]),
     async refresh() {
       const [row] = rowsOf<{ any: boolean }>(
