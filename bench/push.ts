@@ -2,7 +2,9 @@
 // Expo device, the server sending to a fake Expo (test/helpers/push.ts) in this process. The same
 // open-loop posting load (BENCH_PUSH_RATE messages/s for BENCH_SECONDS) runs twice: first while
 // nobody has a device ("without push": the push job still runs, finds no device and sends
-// nothing), then after every member registered one ("with push"). Each run records every POST's
+// nothing), then after every member registered one and set their channel push level to `all`
+// (at the default, `mentions`, a plain channel message pushes nobody: docs/push.md) ("with
+// push"). Each run records every POST's
 // latency and, per message, the time from the POST's start until the fake had all of its pushes.
 // Then, at rest, single messages: post one, time until all its pushes arrived, five times.
 // BENCH_PUSH_WORKER=process (with REDIS_URL) runs the queues in a worker process of their own.
@@ -351,13 +353,15 @@ export async function runPush(log: (line: string) => void): Promise<PushResult> 
 
     log(`push: registering ${MEMBERS} Expo devices`);
     t0 = performance.now();
-    await mapLimit(team.receivers, 16, (member, index) =>
-      api(server!.url, "POST", "/api/v1/devices", member.token, {
+    await mapLimit(team.receivers, 16, async (member, index) => {
+      await api(server!.url, "POST", "/api/v1/devices", member.token, {
         platform: index % 2 === 0 ? "ios" : "android",
         provider: "expo",
         push_token: tokenOf(index),
-      }),
-    );
+      });
+      // At the default level (`mentions`) a plain channel message pushes nobody (docs/push.md).
+      await api(server!.url, "PUT", "/api/v1/me/notification-preferences", member.token, { channel_push: "all" });
+    });
     const deviceSeconds = (performance.now() - t0) / 1000;
     await sleep(1000);
 
