@@ -28,6 +28,8 @@ for (const [location, entry] of Object.entries(lock.packages)) {
     added.push(`${name}@${version}`);
   }
 }
-lock.packages = Object.fromEntries(Object.entries(lock.packages).sort(([a], [b]) => (a === "" ? -1 : b === "" ? 1 : a.localeCompare(b))));
+lock.packages = Object.fromEntries(
+  Object.entries(lock.packages).sort(([a], [b]) => (a === "" ? -1 : b === "" ? 1 : a.localeCompare(b))),
+);
 writeFileSync("package-lock.json", JSON.stringify(lock, null, 2) + "\n");
 console.log(added.length ? `added lock entries: ${added.join(", ")}` : "lock file complete");

@@ -153,7 +153,8 @@ describe("sign-ins of HTTP requests served from memory", () => {
     });
     const signInAll = async () => {
       for (const [index, lookUp] of requests.entries()) await watch.signInRequest(`chat_r${index}`, lookUp);
-      for (const [index, lookUp] of connections.entries()) (await watch.signInConnection(`chat_c${index}`, lookUp))?.release();
+      for (const [index, lookUp] of connections.entries())
+        (await watch.signInConnection(`chat_c${index}`, lookUp))?.release();
     };
     await signInAll();
     await signInAll();

@@ -22,7 +22,6 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-
 async function waitFor(
   condition: () => boolean | Promise<boolean>,
   what: string,

@@ -26,7 +26,9 @@ type Door = (req: IncomingMessage & { body?: unknown }, res: ServerResponse) => 
 /** The library's own handler, configured as our REST door was before the fork. */
 function libraryDoor(deps: Deps, router: AppRouter): Door {
   const statuses = new Map(
-    procedureMetas(router).flatMap(({ path, meta }) => (meta.successStatus ? [[path, meta.successStatus] as const] : [])),
+    procedureMetas(router).flatMap(({ path, meta }) =>
+      meta.successStatus ? [[path, meta.successStatus] as const] : [],
+    ),
   );
   const failures = new WeakMap<IncomingMessage, TRPCError>();
   const handler = createOpenApiNodeHttpHandler({
@@ -111,7 +113,11 @@ describe("the REST door against trpc-to-openapi's own handler", () => {
       method: "GET",
       path: () => `/api/v1/workspaces/${place.workspaceId}/channels/${place.channelId}/messages?limit=abc`,
     },
-    { name: "a workspace that is not the caller's (404)", method: "GET", path: () => "/api/v1/workspaces/wsp_nope/channels" },
+    {
+      name: "a workspace that is not the caller's (404)",
+      method: "GET",
+      path: () => "/api/v1/workspaces/wsp_nope/channels",
+    },
     {
       name: "a body that fails validation (422)",
       method: "POST",
@@ -163,9 +169,7 @@ describe("the REST door against trpc-to-openapi's own handler", () => {
     expect(shape(created[0]!.body)).toEqual(shape(created[1]!.body));
 
     const tokens = await Promise.all(
-      [1, 2].map(() =>
-        ctx.api.post("/api/v1/tokens", { name: "door", abilities: ["read"] }, { token: user.token }),
-      ),
+      [1, 2].map(() => ctx.api.post("/api/v1/tokens", { name: "door", abilities: ["read"] }, { token: user.token })),
     );
     const revoked = await Promise.all(
       [ours, library].map((door, index) =>

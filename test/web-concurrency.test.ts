@@ -41,7 +41,6 @@ function startMain(env: Record<string, string>): Started {
   return { child, output: () => output, exited };
 }
 
-
 type LogLine = { msg: string; pid: number; reqId?: string };
 const logLines = (output: string): LogLine[] =>
   output.split("\n").flatMap((line) => {
