@@ -49,6 +49,8 @@
 //   BENCH_DRAIN_SECONDS       longest wait after the window for deliveries and features (20)
 //   BENCH_RUNS                plain / features pairs (3)
 //   BENCH_TRANSLATION_DELAY_MS  the fake provider's answer delay (50)
+//   BENCH_FEATURES_ONLY       the features turned on in the "features" configuration, a comma list of
+//                             push, translation, webhook (all three): one alone shows its own share
 //   BENCH_QUIET_WAIT          before each run, wait up to this many seconds for the machine to go idle (0)
 //   BENCH_FEATURES_BEFORE     a checkout of an earlier commit (with node_modules): measure its plain
 //                             path ("before") against this checkout's ("after") instead, target
@@ -104,6 +106,13 @@ const SEND_SECONDS = Math.min(600, envNumber("BENCH_SECONDS", 10));
 const DRAIN_SECONDS = Math.min(600, envNumber("BENCH_DRAIN_SECONDS", 20));
 const RUNS = Math.max(1, Math.round(envNumber("BENCH_RUNS", 3)));
 const DELAY_MS = Math.min(10_000, envNumber("BENCH_TRANSLATION_DELAY_MS", 50));
+const FEATURE_NAMES = ["push", "translation", "webhook"] as const;
+/** The features the "features" configuration turns on (BENCH_FEATURES_ONLY, all by default). */
+const ON: ReadonlySet<(typeof FEATURE_NAMES)[number]> = new Set(
+  process.env.BENCH_FEATURES_ONLY
+    ? FEATURE_NAMES.filter((name) => process.env.BENCH_FEATURES_ONLY!.split(",").includes(name))
+    : FEATURE_NAMES,
+);
 const QUIET_WAIT_SECONDS = Number(process.env.BENCH_QUIET_WAIT ?? 0) || 0;
 /** After everything owed arrived: stragglers (duplicates, the last events) inside the window. */
 const SETTLE_MS = 500;
@@ -326,9 +335,9 @@ async function measureWindow(
 
   const expected = {
     deliveries: stats.accepted * receivers.length,
-    pushes: features ? stats.accepted * ACCOUNTS : 0,
-    translations: features ? stats.accepted * TRANSLATED.length : 0,
-    webhooks: features ? stats.accepted : 0,
+    pushes: features && ON.has("push") ? stats.accepted * ACCOUNTS : 0,
+    translations: features && ON.has("translation") ? stats.accepted * TRANSLATED.length : 0,
+    webhooks: features && ON.has("webhook") ? stats.accepted : 0,
   };
   // Seconds after the window's end at which each kind had all it was owed (null: not within the drain).
   const inAt: Record<"deliveries" | "pushes" | "translations" | "webhooks", number | null> = {
@@ -434,7 +443,7 @@ async function measure(
         DATABASE_URL: database.url,
         PUSH_EXPO_URL: fakes.expo.url,
         OUTBOUND_ALLOW_PRIVATE: "true",
-        ...(features
+        ...(features && ON.has("translation")
           ? { TRANSLATION_PROVIDER: "libretranslate", TRANSLATION_URL: fakes.translator.url }
           : { TRANSLATION_PROVIDER: "none" }),
       },
@@ -444,7 +453,7 @@ async function measure(
       owner: POSTER_LANGUAGE,
       receiver: readerLanguage,
     });
-    if (features) {
+    if (features && ON.has("push")) {
       await mapLimit(team.receivers, 8, async (account, index) => {
         await api(url, "POST", "/api/v1/devices", account.token, {
           platform: index % 2 === 0 ? "ios" : "android",
@@ -454,6 +463,8 @@ async function measure(
         // At the default level (`mentions`) a plain channel message pushes nobody (docs/push.md).
         await api(url, "PUT", "/api/v1/me/notification-preferences", account.token, { channel_push: "all" });
       });
+    }
+    if (features && ON.has("webhook")) {
       const hook = await api<{ data: { id: string; secret: string } }>(
         url,
         "POST",
@@ -580,6 +591,7 @@ export async function runFeatures(log: (line: string) => void): Promise<Features
     drain_seconds: DRAIN_SECONDS,
     runs: RUNS,
     translation_delay_ms: DELAY_MS,
+    features_on: [...ON],
   };
   const empty: FeaturesResult = {
     settings,
