@@ -312,6 +312,85 @@ describe("a reader's language", () => {
     expect(requestsFor(before).map((request) => request.target)).toEqual(["ja", "id"]);
   });
 
+  it("announces a message's languages stored together in one event: each live reader gets theirs, on replay too, and search finds each", async () => {
+    const t = await team("ja");
+    const zh = await registerUser(api, { name: "Zhen", preferred_language: "zh-CN" });
+    expect((await api.post(`/api/v1/workspaces/${t.workspaceId}/join`, {}, { token: zh.token })).status).toBe(200);
+    const jaFeed = await live.attachedChannelFeed(t.reader, t.owner, t.workspaceId, t.channelId);
+    const zhFeed = await live.attachedChannelFeed(zh, t.owner, t.workspaceId, t.channelId);
+    const enFeed = await live.attachedChannelFeed(t.owner, t.reader, t.workspaceId, t.channelId);
+    const word = unique("Standup").replace(" ", "");
+    const text = `${word} moved to ten`;
+    const posted = await post(t, t.owner, { content: text });
+
+    const readyOf = (feed: Feed) =>
+      until(
+        () => feed.received.find((r) => r.event.type === "translation.ready" && r.event.data.message_id === posted.id),
+        "translation.ready",
+      );
+    const [ja, zhReady] = await Promise.all([readyOf(jaFeed), readyOf(zhFeed)]);
+    expect(ja.event).toMatchObject({
+      type: "translation.ready",
+      channel_id: t.channelId,
+      data: { message_id: posted.id, language: "ja", status: "done", content: `[ja] ${text}` },
+    });
+    expect(zhReady.event).toMatchObject({
+      type: "translation.ready",
+      channel_id: t.channelId,
+      data: { message_id: posted.id, language: "zh-CN", status: "done", content: `[zh-CN] ${text}` },
+    });
+    // One event (one position) for both languages, translated in one job.
+    expect(zhReady.id).toBe(ja.id);
+    expect(Object.keys(zhReady.event.data).sort()).toEqual(["content", "language", "message_id", "status"]);
+    const stored = (await server.app.deps.db.select().from(streamEvents)).filter(
+      (row) =>
+        (row.payload as { type: string; data: { message_id?: string } }).type === "translation.ready" &&
+        (row.payload as { data: { message_id?: string } }).data.message_id === posted.id,
+    );
+    expect(stored).toHaveLength(1);
+    expect(String(stored[0]!.position)).toBe(ja.id);
+    expect(
+      requestsFor(text)
+        .map((request) => request.target)
+        .sort(),
+    ).toEqual(["ja", "zh"]);
+    await until(() => enFeed.messages().find((m) => m.messageId === posted.id), "the en subscriber's message");
+    expect(enFeed.received.some((r) => r.event.type === "translation.ready")).toBe(false);
+
+    // A replay shows each reader their own language of the same event.
+    const created = zhFeed.messages().find((m) => m.messageId === posted.id)!;
+    const replay = collect((handlers) =>
+      live
+        .chat(zh.token)
+        .messages.onChannel.subscribe(
+          { workspace_id: t.workspaceId, channel_id: t.channelId, lastEventId: created.id },
+          handlers,
+        ),
+    );
+    const again = await until(
+      () => replay.received.find((r) => r.event.type === "translation.ready"),
+      "the replayed translation.ready",
+    );
+    expect(again).toMatchObject({ id: ja.id, event: { data: { language: "zh-CN", content: `[zh-CN] ${text}` } } });
+
+    // The search index took in both translations from the one event.
+    await server.app.deps.relay.flush();
+    for (const [reader, tagText] of [
+      [t.reader, "[ja]"],
+      [zh, "[zh-cn]"],
+    ] as const) {
+      const hits = await until(async () => {
+        const response = await api.get(`/api/v1/search/messages?q=${encodeURIComponent(`${tagText} ${word}`)}`, {
+          token: reader.token,
+        });
+        expect(response.status).toBe(200);
+        const data = response.body.data as { id: string; matched_in: string }[];
+        return data.length > 0 ? data : undefined;
+      }, `the ${tagText} translation in the search index`);
+      expect(hits).toMatchObject([{ id: posted.id, matched_in: "translation" }]);
+    }
+  });
+
   it("is followed by a live subscription: after a change, translation.ready comes in the new language", async () => {
     const t = await team("ja");
     const feed: Feed = await live.attachedChannelFeed(t.reader, t.owner, t.workspaceId, t.channelId);

@@ -10,6 +10,7 @@ import { sql } from "drizzle-orm";
 import type { Database } from "../../db/client.ts";
 import { arrayParam, runStatement } from "../../db/prepared.ts";
 import { messageSearch } from "../../db/schema/index.ts";
+import type { TranslationReady } from "../events/streams.ts";
 import type { MessageRecord } from "../records/message.ts";
 import { backfillSearchStep } from "../services/search/backfill.ts";
 import { CONTENT, insertSearchRows, type SearchText } from "../services/search/index-rows.ts";
@@ -46,8 +47,9 @@ export function changesOf(events: LoggedEvent[]): Map<string, Change> {
       const change = of((payload.data as { id: string }).id);
       change.deleted = true;
     } else if (payload.type === "translation.ready") {
-      const data = payload.data as { message_id: string; language: string; status: string; content: string | null };
-      of(data.message_id).translations.set(data.language, data.status === "done" ? data.content : null);
+      // One event may announce several languages of the message (EventPayload.other_translations).
+      for (const data of [payload.data as TranslationReady, ...(payload.other_translations ?? [])])
+        of(data.message_id).translations.set(data.language, data.status === "done" ? data.content : null);
     }
   }
   return changes;

@@ -10,6 +10,7 @@ import { isoTimestamp, type Clock } from "../clock.ts";
 import {
   checkedEventData,
   type Audience,
+  type EventData,
   type EventEntry,
   type EventScope,
   type InternalEventEntry,
@@ -22,7 +23,16 @@ export type { Audience, EventEntry, EventScope, LiveEvent } from "./catalog.ts";
 export type StreamEvent = LiveEvent;
 
 /** What travels on the bus: the event, and who beyond its stream's followers may not see it. */
-export type BusEvent = { event: StreamEvent; audience?: Audience; sourceLanguage?: Language | null };
+export type BusEvent = {
+  event: StreamEvent;
+  audience?: Audience;
+  sourceLanguage?: Language | null;
+  /** translation.ready only: the message's other languages announced with it (EventPayload). */
+  otherTranslations?: TranslationReady[];
+};
+
+/** The data of a translation.ready event: one language of one message. */
+export type TranslationReady = EventData<"translation.ready">;
 
 /** Events are replayable for this long (the contract asks for at least 10 minutes). */
 export const EVENT_RETENTION_MS = 60 * 60 * 1000;
@@ -55,6 +65,12 @@ export type EventPayload = {
   lowers_badge?: boolean;
   /** message.deleted only, for the file purge: the delete queued files for deletion from storage. */
   deletes_files?: boolean;
+  /**
+   * translation.ready only: the same message's translations into other languages, stored in the
+   * same statement as `data`'s. One event announces them all; each subscriber is shown the one in
+   * its language (translation/readers.ts).
+   */
+  other_translations?: TranslationReady[];
 };
 
 /** The stored payload of an entry, its data checked against the event type's schema. */
@@ -173,6 +189,7 @@ export function toBusEvent(row: Pick<StreamEventRow, "position" | "createdAt" | 
   const bus: BusEvent = { event };
   if (payload.audience) bus.audience = payload.audience;
   if (payload.source_language !== undefined) bus.sourceLanguage = payload.source_language;
+  if (payload.other_translations) bus.otherTranslations = payload.other_translations;
   return bus;
 }
 

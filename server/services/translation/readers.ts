@@ -133,12 +133,22 @@ export class ReaderLanguages {
 
   /**
    * The event as this subscriber sees it: a new message carries the translation state for
-   * their language; a translation in another language is not for them (null: not delivered).
+   * their language; a translation.ready is shown in their language (one event may announce
+   * several), or not at all when it has none for them (null: not delivered).
    * One object per distinct view of an event, so its JSON is still made once per view.
    */
-  present({ event, sourceLanguage }: BusEvent): StreamEvent | null {
+  present({ event, sourceLanguage, otherTranslations }: BusEvent): StreamEvent | null {
     if (event.type === "translation.ready") {
-      return event.data.language === this.languageFor(event) ? event : null;
+      const language = this.languageFor(event);
+      if (event.data.language === language) return event;
+      // The message's other languages stored with it: each reader's view made once per language.
+      const other = otherTranslations?.find((translation) => translation.language === language);
+      if (!other) return null;
+      let views = presented.get(event);
+      if (!views) presented.set(event, (views = new Map()));
+      let seen = views.get(language);
+      if (!seen) views.set(language, (seen = { ...event, data: other }));
+      return seen;
     }
     if (event.type !== "message.created" && event.type !== "message.updated") return event;
     const { message } = event.data;

@@ -1,12 +1,12 @@
 // The translation worker's work (docs/translation.md): every language still pending for a
 // message is translated, its prose only (protect.ts), each distinct text once (the cache, then
-// the provider in batches), and stored with a `translation.ready` event for the readers of that
-// language. The jobs that arrive while others are being translated go together
-// (server/jobs/batcher.ts): one read, one cache lookup, one provider request per language pair for
-// all their texts (up to the provider's batch size), one statement storing it all. A language the provider
-// could not do now (429, 5xx, a timeout) is tried again by a delayed job of that message; after
-// the last try, or at once for a refusal trying again cannot fix, it is stored as "failed"
-// (with its event), so nothing stays pending.
+// the provider in batches), and stored with a `translation.ready` event (one per message for the
+// languages stored together; each reader is shown theirs). The jobs that arrive while others are
+// being translated go together (server/jobs/batcher.ts): one read, one cache lookup, one provider
+// request per language pair for all their texts (up to the provider's batch size), one statement
+// storing it all. A language the provider could not do now (429, 5xx, a timeout) is tried again
+// by a delayed job of that message; after the last try, or at once for a refusal trying again
+// cannot fix, it is stored as "failed" (with its event), so nothing stays pending.
 import { hash } from "node:crypto";
 import { sql, type SQL } from "drizzle-orm";
 import { arrayLiteral, arrayParam, prepared, runStatement, runStatementRows } from "../../../db/prepared.ts";
@@ -334,8 +334,9 @@ function cacheRows(work: Work[], outcomes: Map<Work, Outcome[]>): CacheRows {
  * rows and the keys it answered; every result, on rows still pending of a message whose text is
  * still the one translated (an edit meanwhile asked for a translation of its own text, which the
  * edit's job stores), so a second run of the same job (a retry after a crash) stores nothing
- * twice; a `translation.ready` event for each result stored (not for "not needed"); and the jobs
- * of the languages to try again.
+ * twice; one `translation.ready` event per message for the results it stored (not for "not
+ * needed"): the first language's in `data`, the others' in `other_translations`, each subscriber
+ * shown its own; and the jobs of the languages to try again.
  */
 function storeStatement(
   now: Date,
@@ -378,9 +379,13 @@ function storeStatement(
       where t.message_id = r.message_id and t.language = r.language and t.status = 'pending'
         and exists (select 1 from ${messages} m where m.id = r.message_id and m.content = r.source)
       returning t.message_id, t.language),
-    ${eventCte(sql`select r.stream, r.payload::jsonb, ${at}::timestamptz
+    ${eventCte(sql`select (array_agg(r.stream order by r.ord))[1],
+        (array_agg(r.payload::jsonb order by r.ord))[1] || case when count(*) > 1
+          then jsonb_build_object('other_translations', jsonb_agg(r.payload::jsonb -> 'data' order by r.ord) - 0)
+          else '{}'::jsonb end,
+        ${at}::timestamptz
       from results r join stored s on s.message_id = r.message_id and s.language = r.language
-      where r.payload is not null order by r.ord`)},
+      where r.payload is not null group by r.message_id order by min(r.ord)`)},
     retries as (${jobRowsInsert(now, translationJobs.message, retries)})
     select ${EVENTS_WRITTEN}`;
 }
