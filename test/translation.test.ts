@@ -92,6 +92,27 @@ async function memberIdOf(t: Team, user: RegisteredUser): Promise<string> {
   return (response.body.data as { id: string; user_id: number }[]).find((member) => member.user_id === user.id)!.id;
 }
 
+/** The first translation.ready a new subscription of `reader` to the team's channel replays after `lastEventId`. */
+function replayedTranslation(t: Team, reader: RegisteredUser, lastEventId: string) {
+  const replay = collect((handlers) =>
+    live
+      .chat(reader.token)
+      .messages.onChannel.subscribe({ workspace_id: t.workspaceId, channel_id: t.channelId, lastEventId }, handlers),
+  );
+  return until(
+    () => replay.received.find((r) => r.event.type === "translation.ready"),
+    "the replayed translation.ready",
+  );
+}
+
+/** The stored translation.ready events of a message. */
+async function storedTranslationEvents(messageId: string) {
+  return (await server.app.deps.db.select().from(streamEvents)).filter((row) => {
+    const payload = row.payload as { type: string; data: { message_id?: string } };
+    return payload.type === "translation.ready" && payload.data.message_id === messageId;
+  });
+}
+
 const translationRows = (messageId: string) =>
   server.app.deps.db.select().from(messageTranslations).where(eq(messageTranslations.messageId, messageId));
 
@@ -144,18 +165,7 @@ describe("a channel message", () => {
     expect(enFeed.received.some((r) => r.event.type === "translation.ready")).toBe(false);
 
     // Resumable like every event: from just before it, a new subscription receives it again.
-    const replay = collect((handlers) =>
-      live
-        .chat(t.reader.token)
-        .messages.onChannel.subscribe(
-          { workspace_id: t.workspaceId, channel_id: t.channelId, lastEventId: created.id },
-          handlers,
-        ),
-    );
-    const again = await until(
-      () => replay.received.find((r) => r.event.type === "translation.ready"),
-      "the replayed translation.ready",
-    );
+    const again = await replayedTranslation(t, t.reader, created.id);
     expect(again.id).toBe(ready.id);
   });
 
@@ -342,11 +352,7 @@ describe("a reader's language", () => {
     // One event (one position) for both languages, translated in one job.
     expect(zhReady.id).toBe(ja.id);
     expect(Object.keys(zhReady.event.data).sort()).toEqual(["content", "language", "message_id", "status"]);
-    const stored = (await server.app.deps.db.select().from(streamEvents)).filter(
-      (row) =>
-        (row.payload as { type: string; data: { message_id?: string } }).type === "translation.ready" &&
-        (row.payload as { data: { message_id?: string } }).data.message_id === posted.id,
-    );
+    const stored = await storedTranslationEvents(posted.id);
     expect(stored).toHaveLength(1);
     expect(String(stored[0]!.position)).toBe(ja.id);
     expect(
@@ -359,18 +365,7 @@ describe("a reader's language", () => {
 
     // A replay shows each reader their own language of the same event.
     const created = zhFeed.messages().find((m) => m.messageId === posted.id)!;
-    const replay = collect((handlers) =>
-      live
-        .chat(zh.token)
-        .messages.onChannel.subscribe(
-          { workspace_id: t.workspaceId, channel_id: t.channelId, lastEventId: created.id },
-          handlers,
-        ),
-    );
-    const again = await until(
-      () => replay.received.find((r) => r.event.type === "translation.ready"),
-      "the replayed translation.ready",
-    );
+    const again = await replayedTranslation(t, zh, created.id);
     expect(again).toMatchObject({ id: ja.id, event: { data: { language: "zh-CN", content: `[zh-CN] ${text}` } } });
 
     // The search index took in both translations from the one event.
@@ -551,13 +546,7 @@ describe("reading and delivery", () => {
     await translateMessages(server.app.deps, provider, [
       translationJobs.message.payload.parse({ messageId: posted.id }),
     ]);
-    const events = await server.app.deps.db.select().from(streamEvents);
-    const ready = events.filter(
-      (row) =>
-        (row.payload as { type: string; data: { message_id?: string } }).type === "translation.ready" &&
-        (row.payload as { data: { message_id?: string } }).data.message_id === posted.id,
-    );
-    expect(ready).toHaveLength(1);
+    expect(await storedTranslationEvents(posted.id)).toHaveLength(1);
     expect(requestsFor(text)).toHaveLength(1);
   });
 });
