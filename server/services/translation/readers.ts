@@ -143,35 +143,33 @@ export class ReaderLanguages {
       if (event.data.language === language) return event;
       // The message's other languages stored with it: each reader's view made once per language.
       const other = otherTranslations?.find((translation) => translation.language === language);
-      if (!other) return null;
-      let views = presented.get(event);
-      if (!views) presented.set(event, (views = new Map()));
-      let seen = views.get(language);
-      if (!seen) views.set(language, (seen = { ...event, data: other }));
-      return seen;
+      return other ? viewOf(event, language, () => ({ ...event, data: other })) : null;
     }
     if (event.type !== "message.created" && event.type !== "message.updated") return event;
     const { message } = event.data;
     const language = this.languageFor(event);
     // The view depends on the event and the language only: worked out (the content's prose
     // looked for) once per language, not once per subscriber.
-    const key = this.enabled ? language : "";
-    let views = presented.get(event);
-    if (!views) presented.set(event, (views = new Map()));
-    let seen = views.get(key);
-    if (!seen) {
+    return viewOf(event, this.enabled ? language : "", () => {
       const view = translationView(
         this.enabled,
         { skipTranslation: message.skip_translation, language: sourceLanguage ?? null, content: message.content },
         language,
         undefined,
       );
-      seen = { ...event, data: { message: { ...message, translation: view } } } as StreamEvent;
-      views.set(key, seen);
-    }
-    return seen;
+      return { ...event, data: { message: { ...message, translation: view } } } as StreamEvent;
+    });
   }
 }
 
-/** Each message event's views, by the reader's language (one when the server does not translate); they go with the event. */
+/** Each event's views, by the reader's language (one when the server does not translate); they go with the event. */
 const presented = new WeakMap<StreamEvent, Map<string, StreamEvent>>();
+
+/** The view of `event` for `key`, made by `make` the first time it is asked for. */
+function viewOf(event: StreamEvent, key: string, make: () => StreamEvent): StreamEvent {
+  let views = presented.get(event);
+  if (!views) presented.set(event, (views = new Map()));
+  let seen = views.get(key);
+  if (!seen) views.set(key, (seen = make()));
+  return seen;
+}

@@ -379,13 +379,12 @@ function storeStatement(
       where t.message_id = r.message_id and t.language = r.language and t.status = 'pending'
         and exists (select 1 from ${messages} m where m.id = r.message_id and m.content = r.source)
       returning t.message_id, t.language),
-    ${eventCte(sql`select (array_agg(r.stream order by r.ord))[1],
-        (array_agg(r.payload::jsonb order by r.ord))[1] || case when count(*) > 1
+    ${eventCte(sql`select r.stream, (array_agg(r.payload::jsonb order by r.ord))[1] || case when count(*) > 1
           then jsonb_build_object('other_translations', jsonb_agg(r.payload::jsonb -> 'data' order by r.ord) - 0)
           else '{}'::jsonb end,
         ${at}::timestamptz
       from results r join stored s on s.message_id = r.message_id and s.language = r.language
-      where r.payload is not null group by r.message_id order by min(r.ord)`)},
+      where r.payload is not null group by r.message_id, r.stream order by min(r.ord)`)},
     retries as (${jobRowsInsert(now, translationJobs.message, retries)})
     select ${EVENTS_WRITTEN}`;
 }
