@@ -378,6 +378,47 @@ describe("delivery", () => {
     expect(request!.json.data.message.content).toBe("Now active");
   });
 
+  it("follows a change of its events from the next event on, and sends nothing once deleted", async () => {
+    const t = await team();
+    const hook = await createHook(t, { events: ["message.created"] });
+    const first = await post(t, "Before the change");
+    await receiver.waitFor(1, hook.path);
+
+    const changed = await ctx.api.put(`${base(t)}/${hook.id}`, { events: ["message.updated"] }, { token: t.owner.token });
+    expect(changed.status).toBe(200);
+    expect(changed.body.data.events).toEqual(["message.updated"]);
+    const second = await post(t, "After the change");
+    const edited = await ctx.api.patch(
+      `/api/v1/workspaces/${t.workspaceId}/channels/${t.channelId}/messages/${second.id}`,
+      { content: "After the change, edited" },
+      { token: t.owner.token },
+    );
+    expect(edited.status).toBe(200);
+    await receiver.waitFor(2, hook.path);
+    await settle();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    // The event it no longer asks for is not sent; the one it asks for now is.
+    const sent = receiver.requests.filter((r) => r.path === hook.path);
+    expect(sent.map((r) => [r.json.event, r.json.data.message.id])).toEqual([
+      ["message.created", first.id],
+      ["message.updated", second.id],
+    ]);
+    expect((await deliveriesOf(t, hook)).data.map((d: Delivery) => d.event)).toEqual([
+      "message.updated",
+      "message.created",
+    ]);
+
+    expect((await ctx.api.delete(`${base(t)}/${hook.id}`, { token: t.owner.token })).status).toBe(204);
+    await ctx.api.patch(
+      `/api/v1/workspaces/${t.workspaceId}/channels/${t.channelId}/messages/${second.id}`,
+      { content: "After the delete" },
+      { token: t.owner.token },
+    );
+    await settle();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(receiver.requests.filter((r) => r.path === hook.path)).toHaveLength(2);
+  });
+
   it("retries after 500s with backoff, logging every attempt, and delivers once the receiver is back", async () => {
     const t = await team();
     const hook = await createHook(t);

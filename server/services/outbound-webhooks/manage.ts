@@ -120,7 +120,9 @@ export async function updateOutboundWebhook(
   await managedWebhook(deps, userId, workspaceId, webhookId);
   await checkUrl(deps, input.url);
   const [webhook] = await writeWithEvents(deps, async (tx, emit) => {
-    if (input.is_active !== undefined) emit(webhooksChanged(workspaceId));
+    // What the consumer keeps of a webhook (server/consumers/outbound-webhooks.ts): whether it
+    // is active, and which events it asked for.
+    if (input.is_active !== undefined || input.events !== undefined) emit(webhooksChanged(workspaceId));
     return tx
       .update(outboundWebhooks)
       .set({
@@ -140,9 +142,12 @@ export async function updateOutboundWebhook(
 
 export async function deleteOutboundWebhook(deps: Deps, userId: number, workspaceId: string, webhookId: string) {
   await managedWebhook(deps, userId, workspaceId, webhookId);
-  await deps.db
-    .delete(outboundWebhooks)
-    .where(and(eq(outboundWebhooks.id, webhookId), eq(outboundWebhooks.workspaceId, workspaceId)));
+  await writeWithEvents(deps, async (tx, emit) => {
+    emit(webhooksChanged(workspaceId));
+    await tx
+      .delete(outboundWebhooks)
+      .where(and(eq(outboundWebhooks.id, webhookId), eq(outboundWebhooks.workspaceId, workspaceId)));
+  });
 }
 
 async function withAttempts(db: Executor, deliveries: OutboundDelivery[]): Promise<DeliveryRecord[]> {
