@@ -451,6 +451,11 @@ describe("who may do what", () => {
       ["a direct message under a channel", channel.base, dm.body.data.id],
       ["a room message under a channel", channel.base, roomMessage.body.data.id],
       ["an unknown id", channel.base, "msg_00000000000000000000000000"],
+      // An id that is not shaped like a message's names no message either: 404, as for any path id.
+      ["a malformed id under a channel", channel.base, "nope"],
+      ["a channel's id under a channel", channel.base, second.id],
+      ["a malformed id under a conversation", directBase, "nope"],
+      ["a malformed id under a room", roomBase, "nope"],
     ];
     for (const [what, base, id] of cases)
       for (const [verb, response] of await everyVerb(base, author, id)) expectRefusal(response, 404, `${what} ${verb}`);
