@@ -14,7 +14,8 @@ import { resumable } from "./live.ts";
 import { contentOrAttachments, messageBody, messagePageOutput, pageInput, postAnswer } from "./messages.ts";
 
 const tags = ["Temporary rooms"];
-const roomPath = z.object({ room_id: z.string().max(255) });
+// A path id like any other: one that names no room of the caller's is a 404, whatever its length.
+const roomPath = z.object({ room_id: z.string() });
 /** The document's code for an extension outside 1..24 hours. */
 const EXCEEDS_LIMIT = "extension_hours_exceeds_limit";
 

@@ -94,6 +94,19 @@ describe("creating and reading a room", () => {
     const unknown = await ctx.api.get("/api/v1/external/rooms/room_00000000000000000000000000", { token: owner.token });
     expect(unknown.status).toBe(404);
     expect(unknown.body).toEqual({ message: "Room not found." });
+    // An id no room could have (too long, any shape) is the same 404, on every room path.
+    const long = "a".repeat(300);
+    for (const [method, path] of [
+      ["GET", `/api/v1/external/rooms/${long}`],
+      ["POST", `/api/v1/external/rooms/${long}/join`],
+      ["POST", `/api/v1/external/rooms/${long}/extend`],
+      ["GET", `/api/v1/external/rooms/${long}/messages`],
+    ] as const) {
+      const response =
+        method === "GET" ? await ctx.api.get(path, { token: owner.token }) : await ctx.api.post(path, {}, { token: owner.token });
+      expect(response.status, `${method} ${path.slice(0, 40)}`).toBe(404);
+      expect(response.body).toEqual({ message: "Room not found." });
+    }
   });
 
   it("takes duration_hours from 1 to 24 and a name of 1 to 120 characters (422 otherwise)", async () => {
