@@ -97,7 +97,7 @@ export const messagesRouter = router({
         path: "/api/v1/workspaces/{workspace_id}/channels/{channel_id}/messages",
         tags,
         description:
-          "Newest first. `limit` 1..100 (default 50), `before` a message id; `parent_message_id` lists a thread. `after` a message id of the list pages forward (oldest first, `meta.next_cursor` to pass as `after`); `around` one answers it with up to floor(limit / 2) messages on each side (newest first, `meta.before_cursor` and `meta.after_cursor`). At most one of `before`, `after`, `around`.",
+          "Newest first. `limit` 1..100 (default 50), `before` a message id; `parent_message_id` lists a thread. `after` a message of the channel (in the top-level history a thread reply too: its id is a position; in a thread one of its replies) pages forward (oldest first, `meta.next_cursor` to pass as `after`); `around` one answers it with up to floor(limit / 2) messages on each side (newest first, `meta.before_cursor` and `meta.after_cursor`). At most one of `before`, `after`, `around`.",
       },
     })
     .input(channelPath.extend({ ...pageInput, parent_message_id: z.string().optional() }))

@@ -330,6 +330,67 @@ describe("channel history: around", () => {
   });
 });
 
+describe("channel history around a thread reply", () => {
+  it("takes a reply's id as a position: after it (a read position), around it (a search hit)", async () => {
+    const [owner, reader] = await Promise.all([
+      registerUser(ctx.api, { name: "Ada" }),
+      registerUser(ctx.api, { name: "Rita" }),
+    ]);
+    const created = await ctx.api.post(
+      "/api/v1/workspaces",
+      { name: `Open ${randomBytes(3).toString("hex")}`, visibility: "public" },
+      { token: owner.token },
+    );
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const workspaceId: string = created.body.data.id;
+    const joined = await ctx.api.post(`/api/v1/workspaces/${workspaceId}/join`, {}, { token: reader.token });
+    expect(joined.status, JSON.stringify(joined.body)).toBe(200);
+    const channels = await ctx.api.get(`/api/v1/workspaces/${workspaceId}/channels`, { token: owner.token });
+    const general = (channels.body.data as { id: string; slug: string }[]).find((channel) => channel.slug === "general")!;
+    const place = { workspaceId, channelId: general.id };
+    const path = channelMessages(place);
+    const [first] = await postMany(owner, path, 1);
+    const parent = await postTo(owner, path, { content: "parent" });
+    const reply = await postTo(owner, path, { content: "a reply in the thread", parent_message_id: parent.id });
+    const [after1, after2] = await postMany(owner, path, 2);
+
+    // The reader has read up to the reply (a reply's id moves the position like any message id).
+    const read = await ctx.api.post(`${path.replace(/\/messages$/, "")}/read`, { message_id: reply.id }, { token: reader.token });
+    expect(read.status, JSON.stringify(read.body)).toBe(200);
+    expect(read.body.data).toMatchObject({ last_read_message_id: reply.id, unread_count: 2 });
+    // "Jump to the first unread": the top-level messages after it.
+    const unread = await get(reader, path, `?after=${reply.id}`);
+    expect(unread.status, JSON.stringify(unread.body)).toBe(200);
+    expect(unread.body).toEqual({ data: [after1, after2].map((m) => expect.objectContaining({ id: m!.id })), meta: { next_cursor: null } });
+    const one = await get(reader, path, `?after=${reply.id}&limit=1`);
+    expect(ids(one.body.data)).toEqual([after1!.id]);
+    expect(one.body.meta).toEqual({ next_cursor: after1!.id });
+
+    // A search hit that is a reply: the reply itself, with the top-level messages around its id.
+    const around = await get(reader, path, `?around=${reply.id}&limit=2`);
+    expect(around.status, JSON.stringify(around.body)).toBe(200);
+    expect(ids(around.body.data)).toEqual([after1!.id, reply.id, parent.id]);
+    expect(around.body.data[1]).toMatchObject({ id: reply.id, parent_message_id: parent.id });
+    expect(around.body.meta).toEqual({ before_cursor: parent.id, after_cursor: after1!.id });
+    const wide = await get(reader, path, `?around=${reply.id}`);
+    expect(ids(wide.body.data)).toEqual([after2!.id, after1!.id, reply.id, parent.id, first!.id]);
+    expect(wide.body.meta).toEqual({ before_cursor: null, after_cursor: null });
+
+    // The same through the typed client.
+    const client = chat(reader);
+    const at = { workspace_id: place.workspaceId, channel_id: place.channelId };
+    expect(ids((await client.messages.list.query({ ...at, after: reply.id })).data as Message[])).toEqual([
+      after1!.id,
+      after2!.id,
+    ]);
+    expect(ids((await client.messages.list.query({ ...at, around: reply.id, limit: 2 })).data as Message[])).toEqual([
+      after1!.id,
+      reply.id,
+      parent.id,
+    ]);
+  });
+});
+
 // --- threads -------------------------------------------------------------------------------------
 
 describe("thread history (parent_message_id)", () => {
@@ -542,7 +603,7 @@ describe("validation of before, after and around", () => {
     await expectRpcFieldError(client.messages.list.query({ ...at, after: a!.id, around: b!.id }), "around");
   });
 
-  it("is 422 for an id of another channel, an unknown id, a reply id in top-level history, or no message id", async () => {
+  it("is 422 for an id of another channel, an unknown id, or no message id", async () => {
     const owner = await registerUser(ctx.api, { name: "Ada" });
     const place = await workspaceWithChannel(owner);
     const path = channelMessages(place);
@@ -554,7 +615,7 @@ describe("validation of before, after and around", () => {
       content: "far away",
     });
     for (const key of ["after", "around"]) {
-      for (const id of [inOther.id, inOtherWorkspace.id, UNKNOWN_ID, reply.id])
+      for (const id of [inOther.id, inOtherWorkspace.id, UNKNOWN_ID])
         expectFieldError(await get(owner, path, `?${key}=${id}`), key);
       expectFieldError(await get(owner, path, `?${key}=not-a-message`), key);
       expectFieldError(await get(owner, path, `?${key}=`), key);
@@ -570,8 +631,12 @@ describe("validation of before, after and around", () => {
     const at = { workspace_id: place.workspaceId, channel_id: place.channelId };
     await expectRpcFieldError(client.messages.list.query({ ...at, after: inOther.id }), "after");
     await expectRpcFieldError(client.messages.list.query({ ...at, around: UNKNOWN_ID }), "around");
-    await expectRpcFieldError(client.messages.list.query({ ...at, around: reply.id }), "around");
     await expectRpcFieldError(client.messages.list.query({ ...at, after: "nope" }), "after");
+    // A reply of another channel is no message of this one.
+    const otherParent = await postTo(owner, channelMessages(other), { content: "other parent" });
+    const otherReply = await postTo(owner, channelMessages(other), { content: "r", parent_message_id: otherParent.id });
+    await expectRpcFieldError(client.messages.list.query({ ...at, around: otherReply.id }), "around");
+    expect(reply.parent_message_id).toBe(parent.id);
   });
 
   it("answers 404 before any 422 to a caller who cannot see the channel", async () => {
@@ -612,12 +677,12 @@ describe("cost", () => {
     // (The token's lookup aside: one of the three may find it in the process's memory.)
     expect(besidesTokenLookup(forward)).toBe(besidesTokenLookup(backward));
     expect(besidesTokenLookup(around)).toBe(besidesTokenLookup(backward));
-    // The rows of the around page, anchor check included, in one statement: the union of its
-    // two sides (only the start of a statement is recorded).
+    // The rows of each page, the anchor's check included, in one statement (an after or around
+    // page: the union of the anchor and its sides; only the start of a statement is recorded).
     const messageReads = (statements: { text: string }[]) =>
-      statements.filter((statement) => /^\(?select "messages"\./.test(statement.text)).map((s) => s.text.slice(0, 1));
-    expect(messageReads(around.statements)).toEqual(["("]);
-    expect(messageReads(forward.statements)).toEqual(["s"]);
-    expect(messageReads(backward.statements)).toEqual(["s"]);
+      statements.filter((statement) => /^\(*select "messages"\./.test(statement.text)).map((s) => s.text.startsWith("("));
+    expect(messageReads(around.statements)).toEqual([true]);
+    expect(messageReads(forward.statements)).toEqual([true]);
+    expect(messageReads(backward.statements)).toEqual([false]);
   });
 });

@@ -4,7 +4,7 @@ import type { MessageType, User } from "../../../db/schema/index.ts";
 import type { Deps } from "../../deps.ts";
 import { invalidField } from "../../errors.ts";
 import { postRefusal, requireVisibleChannel } from "../../policy/places.ts";
-import { channelScope, messagePage, type PageRequest } from "./history.ts";
+import { channelAnchorScope, channelScope, messagePage, type PageRequest } from "./history.ts";
 import { postMessage } from "./post-message.ts";
 
 export async function listChannelMessages(
@@ -14,14 +14,16 @@ export async function listChannelMessages(
   page: PageRequest & { parentMessageId?: string | undefined },
 ) {
   const { channel } = await requireVisibleChannel(deps.db, path.workspaceId, userId, path.channelId);
-  // The scope is also what `after` and `around` must name: a top-level message of the channel,
-  // or a reply of that thread.
-  return messagePage(deps, { userId, workspaceId: path.workspaceId }, channelScope(channel.id, page.parentMessageId), {
-    limit: page.limit,
-    before: page.before,
-    after: page.after,
-    around: page.around,
-  });
+  // `after` and `around` name a message of what is listed: in a thread, one of its replies; in
+  // the top-level history, any message of the channel (a reply's id is a position there too).
+  const scope = channelScope(channel.id, page.parentMessageId);
+  return messagePage(
+    deps,
+    { userId, workspaceId: path.workspaceId },
+    scope,
+    { limit: page.limit, before: page.before, after: page.after, around: page.around },
+    page.parentMessageId ? scope : channelAnchorScope(channel.id),
+  );
 }
 
 export async function postChannelMessage(

@@ -7,10 +7,11 @@
 //   `before_cursor` (the oldest on the page) and `after_cursor` (the newest), each null when
 //   nothing lies beyond.
 // `before`, `after` and `around` exclude each other (422 on the later key); an `after` or `around`
-// that is not a message of the scope is a 422 on its key (`before` is a bare position, as ever).
+// that is not a message of the place (the anchor scope: a channel's top-level history takes its
+// thread replies too, as positions) is a 422 on its key (`before` is a bare position, as ever).
 // Each message carries its translation for the reader (translation/readers.ts); one owed to them
 // that nobody asked for yet is asked for now (a pending row and a job).
-import { and, asc, desc, eq, gte, inArray, isNull, lt, sql, type SQL } from "drizzle-orm";
+import { and, asc, desc, eq, gt, inArray, isNull, lt, sql, type SQL } from "drizzle-orm";
 import { unionAll } from "drizzle-orm/pg-core";
 import {
   attachments,
@@ -59,11 +60,19 @@ function exclusiveCursors(page: PageRequest): void {
 
 const notInScope = (key: "after" | "around") => invalidField(key, `The selected ${key} is invalid.`);
 
+/**
+ * A page of the messages `scope` lists. `anchorScope` is where an `after` or `around` message may
+ * come from (the scope itself unless given): a channel's top-level history takes any message of
+ * the channel, a thread reply included, since a reply's id is a position like any other (a read
+ * position, a search hit). An `after` page starts after it; an `around` page shows it with the
+ * listed messages on each side of its id.
+ */
 export async function messagePage(
   deps: Pick<Deps, "db" | "config" | "clock" | "jobOutbox">,
   reader: Reader,
   scope: SQL,
   page: PageRequest,
+  anchorScope: SQL = scope,
 ): Promise<MessagePage> {
   exclusiveCursors(page);
   const { db } = deps;
@@ -90,25 +99,32 @@ export async function messagePage(
   let pageRows: Row[];
   let meta: PageMeta;
   if (page.after !== undefined) {
-    // The anchor itself comes first when it is a message of the scope (the check, folded in),
-    // then up to `limit` + 1 newer ones (the extra one tells whether another page follows).
-    const rows = await rowsWhere(and(scope, gte(messages.id, page.after)))
-      .orderBy(asc(messages.id))
-      .limit(limit + 2);
-    if (rows[0]?.message.id !== page.after) throw notInScope("after");
-    pageRows = rows.slice(1, limit + 1);
-    meta = { next_cursor: rows.length > limit + 1 ? pageRows.at(-1)!.message.id : null };
+    const after = page.after;
+    // One statement: the anchor when it is a message of the place (the check, folded in), and up
+    // to `limit` + 1 newer listed ones (the extra one tells whether another page follows).
+    const rows = await unionAll(
+      rowsWhere(and(anchorScope, eq(messages.id, after))).limit(1),
+      rowsWhere(and(scope, gt(messages.id, after)))
+        .orderBy(asc(messages.id))
+        .limit(limit + 1),
+    );
+    if (!rows.some((row) => row.message.id === after)) throw notInScope("after");
+    const newer = rows.filter((row) => row.message.id > after).sort((a, b) => (a.message.id < b.message.id ? -1 : 1));
+    pageRows = newer.slice(0, limit);
+    meta = { next_cursor: newer.length > limit ? pageRows.at(-1)!.message.id : null };
   } else if (page.around !== undefined) {
     const around = page.around;
     const half = Math.floor(limit / 2);
-    // One statement: up to half + 1 older messages, and the anchor with up to half + 1 newer.
+    // One statement: up to half + 1 older listed messages, the anchor (a message of the place),
+    // and up to half + 1 newer listed ones.
     const rows = await unionAll(
       rowsWhere(and(scope, lt(messages.id, around)))
         .orderBy(desc(messages.id))
         .limit(half + 1),
-      rowsWhere(and(scope, gte(messages.id, around)))
+      rowsWhere(and(anchorScope, eq(messages.id, around))).limit(1),
+      rowsWhere(and(scope, gt(messages.id, around)))
         .orderBy(asc(messages.id))
-        .limit(half + 2),
+        .limit(half + 1),
     );
     const anchor = rows.find((row) => row.message.id === around);
     if (!anchor) throw notInScope("around");
@@ -170,6 +186,11 @@ export async function messagePage(
     ),
     meta,
   };
+}
+
+/** Every message of a channel, replies included: where a top-level page's `after` or `around` may point. */
+export function channelAnchorScope(channelId: string): SQL {
+  return eq(messages.channelId, channelId);
 }
 
 /** Top-level messages of a channel, or the replies of one thread. */
