@@ -312,6 +312,60 @@ describe("others' presence", () => {
   });
 });
 
+describe("a connection held while invisible", () => {
+  const flushLastSeen = () => ctx.server.app.deps.presence.flushLastSeen();
+
+  it("is never seen: back to auto, the user is offline at once and last_seen_at stays null", async () => {
+    const { owner, member } = await people();
+    await ctx.api.put("/api/v1/me/presence", { setting: "invisible" }, { token: member.token });
+    const socket = await connect(member);
+    await sleep(300);
+    socket.terminate();
+    await sleep(300);
+    // Visible again inside what would be the grace window: the invisible connection keeps nobody online.
+    expect((await ctx.api.put("/api/v1/me/presence", { setting: "auto" }, { token: member.token })).status).toBe(200);
+    expect((await presenceOf(owner, member))[0]).toMatchObject({ status: "offline", last_seen_at: null });
+    expect((await ctx.api.get("/api/v1/me/presence", { token: member.token })).body.data.status).toBe("offline");
+    // The close time gathered for the batch is not written either.
+    await flushLastSeen();
+    expect((await presenceOf(owner, member))[0]).toMatchObject({ status: "offline", last_seen_at: null });
+  });
+
+  it("keeps the moment the user went invisible, not when that connection closed", async () => {
+    const { owner, member } = await people();
+    const socket = await connect(member);
+    await waitStatus(owner, member, "online");
+    await sleep(300);
+    const hidden = Date.now();
+    expect((await ctx.api.put("/api/v1/me/presence", { setting: "invisible" }, { token: member.token })).status).toBe(
+      200,
+    );
+    await sleep(1_200);
+    socket.terminate();
+    await sleep(300);
+    await ctx.api.put("/api/v1/me/presence", { setting: "auto" }, { token: member.token });
+    await flushLastSeen();
+    const record = (await presenceOf(owner, member))[0]!;
+    expect(record.status).toBe("offline");
+    expect(Math.abs(Date.parse(record.last_seen_at!) - hidden)).toBeLessThan(500);
+  });
+
+  it("still counts a close from before the user went invisible", async () => {
+    const { owner, member } = await people();
+    const socket = await connect(member);
+    await waitStatus(owner, member, "online");
+    socket.terminate();
+    const closedAt = Date.now();
+    await sleep(300);
+    // Invisible and back before the batch wrote the close.
+    await ctx.api.put("/api/v1/me/presence", { setting: "invisible" }, { token: member.token });
+    await ctx.api.put("/api/v1/me/presence", { setting: "auto" }, { token: member.token });
+    await flushLastSeen();
+    const record = (await presenceOf(owner, member))[0]!;
+    expect(Math.abs(Date.parse(record.last_seen_at!) - closedAt)).toBeLessThan(1_000);
+  });
+});
+
 describe("live connections", () => {
   it("a signed-in WebSocket makes its user online; after the last one closes, offline once the window passed", async () => {
     const { owner, member } = await people();

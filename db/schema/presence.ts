@@ -23,6 +23,12 @@ export const userPresence = pgTable("user_presence", {
   statusExpiresAt: timestamptz("status_expires_at"),
   /** Written in batches, at most once a minute per user per process; never while `invisible`. */
   lastSeenAt: timestamptz("last_seen_at"),
+  /**
+   * When the setting last changed from `invisible` to another (null: never invisible since this
+   * column exists). A connection that closed before it closed while the user was invisible: it
+   * neither moves last_seen_at nor keeps them online for the grace window.
+   */
+  visibleSince: timestamptz("visible_since"),
   /** Moves with every change of the setting or status, so a process keeps the newest it heard of. */
   version: integer("version").notNull().default(0),
 });

@@ -35,7 +35,7 @@ export async function getOwnPresence(deps: Deps, auth: Auth): Promise<OwnAnswer>
 export async function updateOwnPresence(deps: Deps, auth: Auth, change: PresenceChange): Promise<OwnAnswer> {
   const userId = auth.user.id;
   const live = (await deps.presence.liveStateOf([userId])).get(userId) ?? NOT_CONNECTED;
-  const stored = await changePresence(deps.db, userId, change, deps.clock.now(), live.connected);
+  const stored = await changePresence(deps.db, userId, change, deps.clock.now(), live.connected, live.closedAt);
   await deps.presence.settingsChanged(userId, stored);
   return ownAnswer(deps, userId, stored, live);
 }

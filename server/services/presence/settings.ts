@@ -21,6 +21,8 @@ export type StoredPresence = {
   statusEmoji: string | null;
   statusExpiresAt: number | null;
   lastSeenAt: number | null;
+  /** When the setting last left `invisible` (a connection closed before it closed while invisible). */
+  visibleSince: number | null;
   version: number;
 };
 
@@ -32,6 +34,7 @@ export const NO_PRESENCE: StoredPresence = {
   statusEmoji: null,
   statusExpiresAt: null,
   lastSeenAt: null,
+  visibleSince: null,
   version: -1,
 };
 
@@ -83,11 +86,16 @@ export function presenceRecord(
   let lastSeen = current.lastSeenAt;
   if (current.setting === "invisible") status = "offline";
   else {
+    // A connection that closed while the user was invisible is not seen: neither its time nor
+    // its grace window.
+    const closedAt =
+      live.closedAt !== null && (current.visibleSince === null || live.closedAt > current.visibleSince)
+        ? live.closedAt
+        : null;
     if (live.connected) lastSeen = now;
-    else if (live.closedAt !== null && (lastSeen === null || live.closedAt > lastSeen)) lastSeen = live.closedAt;
+    else if (closedAt !== null && (lastSeen === null || closedAt > lastSeen)) lastSeen = closedAt;
     if (current.setting === "auto")
-      status =
-        live.connected || (live.closedAt !== null && now < live.closedAt + offlineAfterMs) ? "online" : "offline";
+      status = live.connected || (closedAt !== null && now < closedAt + offlineAfterMs) ? "online" : "offline";
     else status = current.setting;
   }
   return {
@@ -131,6 +139,7 @@ type Row = {
   status_emoji: string | null;
   status_expires_at: number | null;
   last_seen_at: number | null;
+  visible_since: number | null;
   version: number | null;
 };
 
@@ -144,6 +153,7 @@ function storedOf(row: Row): StoredPresence {
     statusEmoji: row.status_emoji,
     statusExpiresAt: time(row.status_expires_at),
     lastSeenAt: time(row.last_seen_at),
+    visibleSince: time(row.visible_since),
     version: Number(row.version),
   };
 }
@@ -188,7 +198,9 @@ export type PresenceChange = {
  * One statement: applies `change` to the row as it stands now (a lapsed dnd or status counts as
  * gone), and answers the new row; a `dnd_until` for a setting that is not `dnd` after the change
  * is a 422. While the user is `connected`, last_seen_at moves to now unless they were and stay
- * invisible (going invisible keeps the moment they disappeared).
+ * invisible (going invisible keeps the moment they disappeared); `closedAt`, when their last
+ * connection closed (live state), is kept too if they were visible then, since the batch that
+ * would have written it skips an invisible user. Leaving `invisible` sets visible_since.
  */
 export async function changePresence(
   db: Executor,
@@ -196,6 +208,7 @@ export async function changePresence(
   change: PresenceChange,
   now: Date,
   connected: boolean,
+  closedAt: number | null = null,
 ): Promise<StoredPresence> {
   const sent = (value: unknown) => value !== undefined;
   const at = now.toISOString();
@@ -220,8 +233,14 @@ export async function changePresence(
     "timestamptz",
   );
   const wasVisible = sql`coalesce(p.setting, 'auto') <> 'invisible'`;
-  const lastSeen = sql`(case when ${connected} and (${wasVisible} or ${setting} <> 'invisible')
-    then greatest(p.last_seen_at, ${at}::timestamptz) else p.last_seen_at end)`;
+  const closed = closedAt === null ? null : new Date(closedAt).toISOString();
+  // greatest() leaves out nulls: the stored time, now while seen connected, the last close while seen.
+  const lastSeen = sql`greatest(p.last_seen_at,
+    case when ${connected} and (${wasVisible} or ${setting} <> 'invisible') then ${at}::timestamptz end,
+    case when ${wasVisible} and ${closed}::timestamptz > coalesce(p.visible_since, '-infinity'::timestamptz)
+      then ${closed}::timestamptz end)`;
+  const visibleSince = sql`(case when not ${wasVisible} and ${setting} <> 'invisible' then ${at}::timestamptz
+    else p.visible_since end)`;
   // A dnd_until needs the setting after the change to be dnd: when the setting is not sent, the stored one decides.
   const allowed = change.dndUntil instanceof Date && !sent(change.setting) ? sql`${settingNow} = 'dnd'` : sql`true`;
   const [row] = rowsOf<Row>(
@@ -230,14 +249,15 @@ export async function changePresence(
         select u.id as uid, p.* from ${users} u left join ${userPresence} p on p.user_id = u.id
         where u.id = ${userId} for update of u)
       insert into ${userPresence} as saved
-        (user_id, setting, dnd_until, status_text, status_emoji, status_expires_at, last_seen_at, version)
+        (user_id, setting, dnd_until, status_text, status_emoji, status_expires_at, last_seen_at, visible_since,
+          version)
       select p.uid, ${setting}, ${dndUntil}, ${statusText}, ${statusEmoji}, ${statusExpiresAt}, ${lastSeen},
-        coalesce(p.version, 0) + 1
+        ${visibleSince}, coalesce(p.version, 0) + 1
       from p where ${allowed}
       on conflict (user_id) do update set setting = excluded.setting, dnd_until = excluded.dnd_until,
         status_text = excluded.status_text, status_emoji = excluded.status_emoji,
         status_expires_at = excluded.status_expires_at, last_seen_at = excluded.last_seen_at,
-        version = excluded.version
+        visible_since = excluded.visible_since, version = excluded.version
       returning saved.user_id, ${sql.raw(presenceColumnsOf("saved"))}`),
   );
   if (!row) throw invalidField("dnd_until", "The dnd until field may only be set when the setting is dnd.");
@@ -253,13 +273,15 @@ function presenceColumnsOf(table: string): string {
     `${table}.status_emoji`,
     time("status_expires_at"),
     time("last_seen_at"),
+    time("visible_since"),
     `${table}.version`,
   ].join(", ");
 }
 
 /**
  * One statement: last seen at these times (ms), for users who are not invisible, never moving
- * back. A user without a row gets one (setting `auto`).
+ * back, and never to a time before they last left `invisible` (a connection that closed while
+ * they were invisible). A user without a row gets one (setting `auto`).
  */
 export async function recordLastSeen(db: Executor, seen: ReadonlyMap<number, number>): Promise<void> {
   if (seen.size === 0) return;
@@ -271,7 +293,8 @@ export async function recordLastSeen(db: Executor, seen: ReadonlyMap<number, num
       ${arrayParam(entries.map(([, at]) => new Date(at).toISOString()))}::timestamptz[]) as v(user_id, seen_at)
     where exists (select 1 from ${users} u where u.id = v.user_id)
     on conflict (user_id) do update set last_seen_at = excluded.last_seen_at
-    where saved.setting <> 'invisible' and (saved.last_seen_at is null or saved.last_seen_at < excluded.last_seen_at)`);
+    where saved.setting <> 'invisible' and (saved.last_seen_at is null or saved.last_seen_at < excluded.last_seen_at)
+      and (saved.visible_since is null or saved.visible_since < excluded.last_seen_at)`);
 }
 
 /**

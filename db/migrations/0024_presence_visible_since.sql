@@ -1,0 +1,1 @@
+ALTER TABLE "user_presence" ADD COLUMN "visible_since" timestamp with time zone;
