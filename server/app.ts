@@ -18,6 +18,8 @@ import type { Deps } from "./deps.ts";
 import { InProcessEventBus, RedisEventBus } from "./events/bus.ts";
 import { EventRelay } from "./events/relay.ts";
 import { createConsumers } from "./consumers/index.ts";
+import { answerExpectContinue } from "./http/body.ts";
+import { isUploadRequest } from "./http/file-routes.ts";
 import { createRequestListener } from "./http/host.ts";
 import { createQueueDashboard } from "./http/queue-dashboard.ts";
 import { inSocketScope, logWebSocketConnections, socketRequestId } from "./http/request-log.ts";
@@ -250,6 +252,12 @@ export async function startApp(config: Config, options: AppOptions = {}): Promis
   // closing to them. close() still ends idle connections at once.
   server.keepAliveTimeout = KEEP_ALIVE_IDLE_MS;
   server.on("clientError", answerClientError);
+  // `Expect: 100-continue`: a body over every JSON limit is refused (413) before the client sends
+  // it; anything else is told to go on at once, as Node does without this listener.
+  server.on("checkContinue", (req, res) => {
+    answerExpectContinue(req, res, isUploadRequest(req));
+    server.emit("request", req, res);
+  });
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_PAYLOAD_BYTES });
   const wsHandler = serveTrpcOverWebSocket({
     wss,

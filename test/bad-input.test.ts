@@ -470,6 +470,43 @@ describe(`JSON: at most ${MAX_JSON_DEPTH} levels deep and 1 MiB`, () => {
     expect(refused.body).toEqual({ message: "The request body is too large." });
   });
 
+  it("REST: a body declared above 1 MiB with Expect: 100-continue is 413 before the client sends it", async () => {
+    const port = Number(new URL(ctx.server.url).port);
+    // Writes the head, then the body only once the server says "100 Continue" (as curl does).
+    const expecting = (length: number, body: string | undefined) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = connect(port, "127.0.0.1", () =>
+          socket.write(
+            `POST ${channelPath} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${owner.token}\r\n` +
+              `Content-Type: application/json\r\nContent-Length: ${length}\r\nExpect: 100-continue\r\n\r\n`,
+          ),
+        );
+        let out = "";
+        const timer = setTimeout(() => socket.destroy(), 5_000);
+        socket.on("data", (chunk) => {
+          out += chunk.toString();
+          if (body !== undefined && out.startsWith("HTTP/1.1 100 Continue\r\n\r\n") && !out.includes("HTTP/1.1 2")) {
+            socket.write(body);
+            body = undefined;
+          }
+          if (/HTTP\/1\.1 [2-5]\d\d[\s\S]*\r\n\r\n\{[\s\S]*\}$/.test(out)) socket.end();
+        });
+        socket.on("error", reject);
+        socket.on("close", () => {
+          clearTimeout(timer);
+          resolve(out);
+        });
+      });
+    const refused = await expecting(10 * 1024 * 1024, undefined);
+    expect(refused.startsWith("HTTP/1.1 413 "), refused.slice(0, 200)).toBe(true);
+    expect(refused).toMatch(/\r\nconnection: close\r\n/i);
+    expect(JSON.parse(refused.split("\r\n\r\n")[1]!)).toEqual({ message: "The request body is too large." });
+    // Within the limit the server says "continue", and the body is posted.
+    const content = JSON.stringify({ content: "sent after 100 Continue" });
+    const accepted = await expecting(Buffer.byteLength(content), content);
+    expect(accepted.startsWith("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 "), accepted.slice(0, 200)).toBe(true);
+  });
+
   it("tRPC over HTTP: the input may nest 64 deep in a body or ?input=, batch or not; deeper is BAD_REQUEST", async () => {
     const before = await storedMessages();
     const post = (depth: number) =>

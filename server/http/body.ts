@@ -1,6 +1,6 @@
 // Request bodies are read here, once, for every door: the REST procedures get the parsed
 // object, plain routes (webhook posting) the raw bytes they sign.
-import type { IncomingMessage } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import { AppError } from "../errors.ts";
 import { parseJsonWithinLimits } from "./json-limits.ts";
 
@@ -16,6 +16,26 @@ const tooLarge = () => new AppError("payload_too_large", "The request body is to
  * socket with unread bytes resets it: EPIPE on the client). A larger one is cut off at once.
  */
 const DRAINED_AT_MOST = 8 * 1024 * 1024;
+
+/**
+ * Requests sent with `Expect: 100-continue` whose declared body is over every JSON limit: the
+ * server has not said "continue", so the client has not sent the body, and the 413 can go out
+ * at once without reading or cutting anything (server/app.ts, `checkContinue`).
+ */
+const heldBack = new WeakSet<IncomingMessage>();
+
+/**
+ * For a `checkContinue` request: says "continue" unless the declared body is over
+ * MAX_JSON_BODY_BYTES (and `exempt` is false: the upload route has a limit of its own and
+ * refuses by the header too), in which case the body is never asked for and the connection
+ * closes after the answer (the client may still send the body later, unasked).
+ */
+export function answerExpectContinue(req: IncomingMessage, res: ServerResponse, exempt: boolean): void {
+  if (!exempt && Number(req.headers["content-length"] ?? 0) > MAX_JSON_BODY_BYTES) {
+    heldBack.add(req);
+    res.setHeader("Connection", "close");
+  } else res.writeContinue();
+}
 
 /** Discards the rest of the body, then refuses; or destroys the request when too much is left. */
 function refuseTooLarge(req: IncomingMessage, alreadyRead: number, declared: number): Promise<never> {
@@ -53,6 +73,8 @@ function refuseTooLarge(req: IncomingMessage, alreadyRead: number, declared: num
  */
 export function readRawBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   const declared = Number(req.headers["content-length"] ?? 0);
+  // Not sent yet, and never asked for: nothing to drain or cut.
+  if (heldBack.has(req)) return Promise.reject(tooLarge());
   if (declared > limit) return refuseTooLarge(req, 0, declared);
   if (req.readableEnded) return Promise.resolve(Buffer.alloc(0));
   if (req.destroyed) return Promise.reject(new AppError("bad_request", "The request body could not be read."));

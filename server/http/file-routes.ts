@@ -24,6 +24,11 @@ const DOWNLOAD_PATHS: [RegExp, AttachmentKind][] = [
   [/^\/api\/v1\/direct-message-attachments\/([^/]+)\/download$/, "direct"],
 ];
 
+/** An upload (POST /api/v1/files): its body has a limit of its own (MAX_UPLOAD_BYTES), not the JSON one. */
+export function isUploadRequest(req: IncomingMessage): boolean {
+  return req.method === "POST" && (req.url ?? "").split("?")[0] === "/api/v1/files";
+}
+
 /** The plain route for this request, if it is one of the attachment routes. */
 export function fileRoute(method: string | undefined, pathname: string): PlainRoute | undefined {
   if (pathname === "/api/v1/files" && method === "POST") return uploadFile;
