@@ -259,6 +259,21 @@ for (const driver of ["local", "s3"] as const) {
         expect(otherName.body).toEqual(missing);
         const emptyInput = await upload(user.token, [{ name: "file", filename: "", content: "" }]);
         expect(emptyInput.body).toEqual(missing);
+        // What a browser sends for a file input left empty, and nothing is staged for it.
+        const browserEmpty = await upload(user.token, [
+          { name: "file", filename: "", contentType: "application/octet-stream", content: "" },
+        ]);
+        expect(browserEmpty.status).toBe(422);
+        expect(browserEmpty.body).toEqual(missing);
+        expect(
+          await server.app.deps.db.select().from(attachments).where(eq(attachments.uploaderId, user.id)),
+        ).toEqual([]);
+        // A part without a file name but with bytes is a file (named "file").
+        const nameless = await upload(user.token, [
+          { name: "file", filename: "", contentType: "application/octet-stream", content: "abc" },
+        ]);
+        expect(nameless.status).toBe(201);
+        expect(nameless.body.data).toMatchObject({ filename: "file", size: 3 });
         const json = await api.post("/api/v1/files", { file: "not a file" }, { token: user.token });
         expect(json.status).toBe(422);
         expect(json.body).toEqual(missing);

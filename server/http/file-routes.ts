@@ -65,12 +65,15 @@ async function uploadFile(deps: Deps, req: IncomingMessage, res: ServerResponse)
   }
 
   let staged: ReturnType<typeof stageFile> | undefined;
+  /** The staged part came without a file name (busboy reports filename="" as none). */
+  let unnamed = false;
   parser.on("file", (name, file, info) => {
-    // Only the first `file` part counts; an empty file input (filename="") is no file.
-    if (name !== FILE_FIELD || staged || info.filename === "") {
+    // Only the first `file` part counts.
+    if (name !== FILE_FIELD || staged) {
       file.resume();
       return;
     }
+    unnamed = !info.filename;
     staged = stageFile(deps, auth.user.id, { content: file, filename: info.filename, mimeType: info.mimeType });
     // A refused upload leaves the rest of its part unread: read it away so the form can end.
     staged.catch(() => file.resume());
@@ -121,6 +124,12 @@ async function uploadFile(deps: Deps, req: IncomingMessage, res: ServerResponse)
   }
   if (outcome && "error" in outcome) throw outcome.error;
   if (!outcome) throw fileRequired();
+  // What a browser sends for a file input left empty: a part without a file name and without a
+  // byte. No file was chosen (a nameless part with content is a file named "file").
+  if (unnamed && outcome.record.size === 0) {
+    await unstageFile(deps, outcome.record.id);
+    throw fileRequired();
+  }
   sendJson(res, 201, { data: outcome.record });
 }
 
