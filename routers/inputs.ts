@@ -68,6 +68,17 @@ export const integerIdInput = z
       .refine(Number.isInteger, { message: "The :attribute field must be an integer." }),
   );
 
+/**
+ * An integer from `min` to `max` in a body or a query, as Laravel's `integer` takes it: a number
+ * or its digits. Anything else ("1e2", "0x10", true, [1], 1.5) is a 422 on the field, where the
+ * REST door's coercion of plain number inputs would have read it as JavaScript's Number() does.
+ */
+export const boundedIntegerInput = (min: number, max: number) =>
+  z
+    .union([z.number(), z.string().regex(DIGITS)], { error: integerIdError })
+    .transform(Number)
+    .pipe(z.number().refine(Number.isInteger, { message: "The :attribute field must be an integer." }).min(min).max(max));
+
 /** No user (no row of any integer key) has id 0: ids start at 1. */
 const NO_SUCH_ID = 0;
 

@@ -9,6 +9,7 @@ import {
   previewInvite,
 } from "../server/services/workspaces/invites.ts";
 import { authedProcedure, publicProcedure, router } from "../server/trpc.ts";
+import { boundedIntegerInput } from "./inputs.ts";
 
 const tags = ["Invites"];
 const inWorkspace = z.object({ workspace_id: z.string() });
@@ -70,7 +71,7 @@ export const invitesRouter = router({
         description: "expires_in_days 1..365; absent or null: never expires.",
       },
     })
-    .input(inWorkspace.extend({ expires_in_days: z.number().int().min(1).max(365).nullable().optional() }))
+    .input(inWorkspace.extend({ expires_in_days: boundedIntegerInput(1, 365).nullable().optional() }))
     .output(dataOf(inviteRecord))
     .mutation(async ({ ctx, input }) => ({
       data: await createInvite(ctx.deps, ctx.auth.user.id, input.workspace_id, input.expires_in_days),

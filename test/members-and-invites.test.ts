@@ -639,7 +639,8 @@ describe("POST /api/v1/workspaces/{workspace_id}/invites", () => {
       expect(invite.expires_at).toMatch(ISO_WITH_OFFSET);
       expect(Date.parse(invite.expires_at!) - Date.parse(invite.created_at)).toBe(days * DAY_MS);
     }
-    for (const days of [0, 366, -1, 1.5, "seven"]) {
+    // Laravel's integer: a number or its digits, nothing JavaScript's Number() would read as one.
+    for (const days of [0, 366, -1, 1.5, "seven", "1e2", "0x10", true, [1], ["7"], 1e308]) {
       const response = await ctx.api.post(
         `/api/v1/workspaces/${team.workspace.id}/invites`,
         { expires_in_days: days },
@@ -651,9 +652,21 @@ describe("POST /api/v1/workspaces/{workspace_id}/invites", () => {
         errors: { expires_in_days: [expect.any(String)] },
       });
     }
+    expect(
+      (
+        await ctx.api.post(
+          `/api/v1/workspaces/${team.workspace.id}/invites`,
+          { expires_in_days: 1.5 },
+          { token: team.owner.token },
+        )
+      ).body.errors.expires_in_days,
+    ).toEqual(["The expires in days field must be an integer."]);
+    // Its digits as a string are the number.
+    const asDigits = await createInvite(ctx.api, team.workspace.id, team.owner.token, { expires_in_days: "7" });
+    expect(Date.parse(asDigits.expires_at!) - Date.parse(asDigits.created_at)).toBe(7 * DAY_MS);
     const list = await ctx.api.get(`/api/v1/workspaces/${team.workspace.id}/invites`, { token: team.owner.token });
-    // The one createTeam made, plus the two valid ones.
-    expect(list.body.meta.total).toBe(3);
+    // The one createTeam made, plus the three valid ones.
+    expect(list.body.meta.total).toBe(4);
   });
 });
 

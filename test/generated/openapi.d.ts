@@ -6155,7 +6155,7 @@ export interface operations {
          *     }
          */
         "application/json": {
-          expires_in_days?: number | null;
+          expires_in_days?: (number | string) | null;
         };
       };
     };
