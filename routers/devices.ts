@@ -28,7 +28,8 @@ export const devicesRouter = router({
       z.object({
         platform: z.enum(PUSH_PLATFORMS),
         provider: z.enum(PUSH_PROVIDERS),
-        push_token: z.string().min(1).max(4096),
+        // Trimmed first, as Laravel's TrimStrings does: only spaces is a missing token.
+        push_token: z.string().trim().min(1).max(4096),
         device_id: z.string().max(255).optional(),
         device_name: z.string().max(255).optional(),
         app_version: z.string().max(255).optional(),

@@ -151,6 +151,7 @@ describe("POST /api/v1/devices", () => {
       ["provider not fcm, expo or apns", { provider: "pushy" }, "provider"],
       ["push_token missing", { push_token: undefined }, "push_token"],
       ["push_token empty", { push_token: "" }, "push_token"],
+      ["push_token only spaces", { push_token: "   " }, "push_token"],
       ["push_token over 4096 characters", { push_token: "x".repeat(4097) }, "push_token"],
       ["push_token not a string", { push_token: 12345 }, "push_token"],
       ["device_id over 255 characters", { device_id: "d".repeat(256) }, "device_id"],
