@@ -151,6 +151,25 @@ const rateLimit = t.middleware(async ({ ctx, meta, next }) => {
 export const publicProcedure = t.procedure.use(mapErrors).use(refuseUnsafeText).use(rateLimit);
 export const authedProcedure = t.procedure.use(authenticated);
 
+/** The middleware functions `authenticated` adds to a procedure (tRPC keeps them in `_def.middlewares`). */
+const authenticatedSteps = new Set<unknown>((authenticated as unknown as { _middlewares: unknown[] })._middlewares);
+
+type ProcedureLike = { _def: { type: string; meta?: unknown; middlewares?: unknown[] } };
+
+/**
+ * For a door that reads a request's body before tRPC runs the procedure (REST): the caller check
+ * of an authenticated procedure, as its middleware makes it (401 without a valid credential, 403
+ * for a missing ability), so that a request refused for its body (malformed, too large, of
+ * another type) by a caller who may not call it at all answers for the caller first, as the
+ * document's "401 on every bearer endpoint" says. Throws that refusal (an AppError); nothing for
+ * a public procedure or an allowed caller.
+ */
+export function checkCallerFirst(procedure: ProcedureLike, ctx: RequestContext): void {
+  const def = procedure._def;
+  if (!def.middlewares?.some((step) => authenticatedSteps.has(step))) return;
+  authorizeCaller(ctx, { write: !SAFE_TYPES.has(def.type), ability: (def.meta as ProcedureMeta | undefined)?.ability });
+}
+
 /** Each procedure's path and meta (for the REST statuses and the OpenAPI document). */
 export function procedureMetas(appRouter: { _def: { procedures: object } }): { path: string; meta: ProcedureMeta }[] {
   return Object.entries(appRouter._def.procedures).map(([path, procedure]) => ({

@@ -464,6 +464,39 @@ describe(`JSON: at most ${MAX_JSON_DEPTH} levels deep and 1 MiB`, () => {
     expect(await storedMessages()).toBe(before + 2);
   });
 
+  it("REST: a bearer endpoint answers for its caller before its body: 401 or 403 first, then 400/413/415", async () => {
+    const send = async (path: string, body: string, headers: Record<string, string>) => {
+      const response = await fetch(`${ctx.server.url}${path}`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json", ...headers },
+        body,
+      });
+      return { status: response.status, body: await response.json() };
+    };
+    const bearer = (token: string) => ({ Authorization: `Bearer ${token}` });
+    const unauthenticated = { status: 401, body: { message: "Unauthenticated." } };
+    // No token, or a token that is no token: 401, whatever the body.
+    expect(await send("/api/v1/devices", "{bad", {})).toEqual(unauthenticated);
+    expect(await send("/api/v1/devices", "[]", bearer("bogus"))).toEqual(unauthenticated);
+    expect(await send("/api/v1/devices", "x", { ...bearer("bogus"), "Content-Type": "text/plain" })).toEqual(
+      unauthenticated,
+    );
+    expect(await send(channelPath, JSON.stringify({ content: "x".repeat(1024 * 1024) }), {})).toEqual(unauthenticated);
+    // A token without the ability the endpoint needs: 403.
+    const readOnly = await ctx.api.post("/api/v1/tokens", { name: "reader", abilities: ["read"] }, { token: owner.token });
+    expect(readOnly.status, JSON.stringify(readOnly.body)).toBe(201);
+    const forbidden = await send("/api/v1/devices", "{bad", bearer(readOnly.body.access_token));
+    expect(forbidden.status).toBe(403);
+    // An allowed caller hears about the body; so does anyone on a public endpoint.
+    expect(await send("/api/v1/devices", "{bad", bearer(owner.token))).toEqual({
+      status: 400,
+      body: { message: "Malformed JSON in the request body." },
+    });
+    expect((await send("/api/v1/auth/app/login", "{bad", {})).status).toBe(400);
+    // An unknown route is 404 before its body.
+    expect((await send("/api/v1/no-such-route", "{bad", bearer(owner.token))).status).toBe(404);
+  });
+
   it("REST: a body above 1 MiB is 413 {message}", async () => {
     const refused = await ctx.api.post(channelPath, { content: "x".repeat(1024 * 1024) }, { token: owner.token });
     expect(refused.status).toBe(413);

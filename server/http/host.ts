@@ -24,7 +24,7 @@ import { isQueueDashboardPath } from "./queue-dashboard.ts";
 import { withRequestLog } from "./request-log.ts";
 import { UNMATCHED_ROUTE, type RouteTemplates } from "./route-templates.ts";
 import { sendJson } from "./respond.ts";
-import { createRestHandler } from "./rest.ts";
+import { createRestHandler, refuseRestBody } from "./rest.ts";
 import { restErrorFromAppError } from "./rest-errors.ts";
 import { appErrorToTRPC, unavailableDependency } from "../trpc-errors.ts";
 
@@ -193,9 +193,15 @@ export function createRequestListener(deps: Deps, router: AppRouter, readiness: 
     if (pathname.startsWith("/api/v1/")) {
       req.url = withoutInheritedQueryKeys(url, req.url!);
       if (req.method !== "GET" && req.method !== "HEAD") {
-        req.body = (await readBody(req)).value;
-        // The adapter parses nothing itself once a body is present; it only checks the type.
-        req.headers["content-type"] = "application/json";
+        try {
+          req.body = (await readBody(req)).value;
+          // The adapter parses nothing itself once a body is present; it only checks the type.
+          req.headers["content-type"] = "application/json";
+        } catch (error) {
+          if (!(error instanceof AppError)) throw error;
+          // Answered by the REST door, after the route and the caller (a bearer endpoint's 401 first).
+          refuseRestBody(req, error);
+        }
       }
       return rest(req, res);
     }

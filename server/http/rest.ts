@@ -35,7 +35,9 @@ import type { AppRouter } from "../../routers/index.ts";
 import { createHttpContext, type RequestContext } from "../context.ts";
 import type { Deps } from "../deps.ts";
 import { isSafeText } from "../input-text.ts";
-import { procedureMetas } from "../trpc.ts";
+import { AppError } from "../errors.ts";
+import { appErrorToTRPC } from "../trpc-errors.ts";
+import { checkCallerFirst, procedureMetas } from "../trpc.ts";
 import { restError } from "./rest-errors.ts";
 
 /** Success statuses by procedure path, from each procedure's meta. */
@@ -90,6 +92,17 @@ function send(res: ServerResponse, { status, headers, body }: Answer): void {
   res.end(body);
 }
 
+/** Bodies the host could not take (malformed, too large, of another type), answered by the REST door. */
+const bodyRefusals = new WeakMap<IncomingMessage, AppError>();
+
+/**
+ * Hands the REST door a request whose body was refused: it answers for the route first (404),
+ * then for the caller (401, 403 on an authenticated procedure), then with the body's refusal.
+ */
+export function refuseRestBody(req: IncomingMessage, error: AppError): void {
+  bodyRefusals.set(req, error);
+}
+
 export function createRestHandler(deps: Deps, router: AppRouter) {
   const openApiRouter = router as unknown as OpenApiRouter;
   // As the adapter does: an invalid router (a bad openapi meta) fails at start-up, not in use.
@@ -123,6 +136,8 @@ export function createRestHandler(deps: Deps, router: AppRouter) {
     }
     let ctx: RequestContext | undefined;
     try {
+      const refusedBody = bodyRefusals.get(req);
+      if (refusedBody) throw appErrorToTRPC(refusedBody);
       const useBody = acceptsRequestBody(method);
       const contentType = req.headers["content-type"];
       if (useBody && !contentType?.startsWith("application/json")) {
@@ -162,6 +177,16 @@ export function createRestHandler(deps: Deps, router: AppRouter) {
         body: JSON.stringify(data),
       };
     } catch (cause) {
+      // Refused before the procedure ran (its body's type, size or JSON): a caller who may not
+      // call it at all hears that first (401, 403), as every bearer endpoint answers.
+      if (ctx === undefined) {
+        try {
+          ctx = await createHttpContext(deps, req);
+          checkCallerFirst(procedure.procedure, ctx);
+        } catch (refusal) {
+          return failure(getErrorFromUnknown(refusal instanceof AppError ? appErrorToTRPC(refusal) : refusal), ctx);
+        }
+      }
       return failure(getErrorFromUnknown(cause), ctx);
     }
   }
