@@ -8,6 +8,7 @@
 import { and, eq, inArray, isNull, sql, type Placeholder, type Query, type SQL } from "drizzle-orm";
 import type { Database } from "../../../db/client.ts";
 import { arrayLiteral, arrayParam, prepared, renderStatement, runRendered } from "../../../db/prepared.ts";
+import { retryingRaces } from "../../../db/races.ts";
 import {
   attachments,
   conversations,
@@ -171,31 +172,37 @@ export async function postMessageOutcome(deps: Deps, input: PostMessageInput): P
     clientMessageId: message.clientMessageId !== null,
     mentions: mentions.userIds.length > 0,
   };
+  // One statement that wrote nothing when it lost a deadlock (replies racing on their parent's
+  // count), so it runs again: the post is not refused for another's timing.
   const row = await commitWithEvents(deps, () =>
-    runRendered<PostRow>(deps.db, postQuery(deps.db, shape, also), {
-      id: message.id,
-      workspace_id: message.workspaceId,
-      channel_id: message.channelId,
-      conversation_id: message.conversationId,
-      room_id: message.roomId,
-      author_user_id: message.authorUserId,
-      author_webhook_id: message.authorWebhookId,
-      author_name: message.authorName,
-      author_avatar_url: message.authorAvatarUrl,
-      author_language: authorUser?.preferredLanguage ?? null,
-      content: message.content,
-      type: message.type,
-      parent_message_id: message.parentMessageId,
-      skip_translation: message.skipTranslation,
-      client_message_id: message.clientMessageId,
-      mentioned_user_ids: arrayLiteral(mentions.userIds),
-      mentions_channel: message.mentionsChannel,
-      attachment_ids: arrayLiteral(attachmentIds),
-      attachment_count: attachmentIds.length,
-      at: now.toISOString(),
-      stream: event.stream,
-      payload: JSON.stringify(eventPayload({ ...event, sourceLanguage: null })),
-    }),
+    retryingRaces(
+      () =>
+        runRendered<PostRow>(deps.db, postQuery(deps.db, shape, also), {
+          id: message.id,
+          workspace_id: message.workspaceId,
+          channel_id: message.channelId,
+          conversation_id: message.conversationId,
+          room_id: message.roomId,
+          author_user_id: message.authorUserId,
+          author_webhook_id: message.authorWebhookId,
+          author_name: message.authorName,
+          author_avatar_url: message.authorAvatarUrl,
+          author_language: authorUser?.preferredLanguage ?? null,
+          content: message.content,
+          type: message.type,
+          parent_message_id: message.parentMessageId,
+          skip_translation: message.skipTranslation,
+          client_message_id: message.clientMessageId,
+          mentioned_user_ids: arrayLiteral(mentions.userIds),
+          mentions_channel: message.mentionsChannel,
+          attachment_ids: arrayLiteral(attachmentIds),
+          attachment_count: attachmentIds.length,
+          at: now.toISOString(),
+          stream: event.stream,
+          payload: JSON.stringify(eventPayload({ ...event, sourceLanguage: null })),
+        }),
+      { attempts: POST_ATTEMPTS },
+    ),
   );
   if (!row || row.allowed === 0) return { kind: "not_allowed" };
   if (!row.inserted && message.clientMessageId !== null && authorUser) {
@@ -288,6 +295,9 @@ type PostShape = {
  * shape and kept, unless the caller writes rows of its own with it (an inbound webhook's), whose
  * SQL carries their values.
  */
+/** A post's statement runs at most this often when it keeps losing deadlocks. */
+const POST_ATTEMPTS = 4;
+
 function postQuery(db: Database, shape: PostShape, also: AlsoWrite): Query {
   if (also.guard || (also.after?.length ?? 0) > 0) return renderStatement(postStatement(db, shape, also));
   return prepared(db, `post_message ${JSON.stringify(shape)}`, (db) => renderStatement(postStatement(db, shape, {})));

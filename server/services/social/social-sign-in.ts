@@ -9,6 +9,7 @@ import type { SocialProviderConfig } from "../../config.ts";
 import type { Auth } from "../../auth.ts";
 import type { Deps } from "../../deps.ts";
 import { invalidField, notFound, unprocessable } from "../../errors.ts";
+import { LOST_TO_CONCURRENCY, retryingRaces } from "../../../db/races.ts";
 import { writeWithEvents } from "../../events/streams.ts";
 import { accountInactive, recordSignIn } from "../accounts/sign-in.ts";
 import type { SocialProfile } from "./providers.ts";
@@ -109,7 +110,7 @@ export async function signInWithSocial(
   // account and both create one: the unique indexes on users.email and on the provider
   // account let one commit and fail the other, which then runs again and finds the winner's
   // account, so both sign in to one account.
-  return retryingRaces(() =>
+  return retryingSignInRaces(() =>
     writeWithEvents(deps, async (tx, emit) => {
       const user = await userForProfile(tx, provider.name, profile, now);
       if (!user.isActive) throw accountInactive();
@@ -135,29 +136,12 @@ const RACE_ATTEMPTS = 6;
  * other could go on: one creating the link while another signs in through it). Only the
  * transaction is repeated, never the provider's code exchange (codes are single use).
  */
-async function retryingRaces<T>(transaction: () => Promise<T>): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await transaction();
-    } catch (error) {
-      if (attempt >= RACE_ATTEMPTS || !lostARace(error)) throw error;
-      // A short, random pause, so that the losers do not meet again in the same order.
-      await new Promise((resolve) => setTimeout(resolve, 5 + Math.random() * 20 * attempt));
-    }
-  }
+function retryingSignInRaces<T>(transaction: () => Promise<T>): Promise<T> {
+  return retryingRaces(transaction, { attempts: RACE_ATTEMPTS, codes: RACE_CODES });
 }
 
-/** unique_violation, serialization_failure, deadlock_detected. */
-const RACE_CODES = new Set(["23505", "40001", "40P01"]);
-
-function lostARace(error: unknown): boolean {
-  for (let current = error, depth = 0; current instanceof Error && depth < 5; depth++) {
-    const code = (current as { code?: unknown }).code;
-    if (typeof code === "string" && RACE_CODES.has(code)) return true;
-    current = current.cause;
-  }
-  return false;
-}
+/** unique_violation, and what any statement may lose to concurrency. */
+const RACE_CODES = new Set(["23505", ...LOST_TO_CONCURRENCY]);
 
 async function userForProfile(tx: Transaction, provider: string, profile: SocialProfile, now: Date): Promise<User> {
   const [linked] = await tx
@@ -235,7 +219,7 @@ export async function linkSocialAccount(
   // both find no link and both insert: a unique index lets one commit and fails the other,
   // which runs again and finds the winner's link, so it answers the documented 422 (already
   // linked to you, or to another user; or another account of this provider), never a 500.
-  return retryingRaces(() =>
+  return retryingSignInRaces(() =>
     deps.db.transaction(async (tx) => {
       const [linked] = await tx
         .select()
