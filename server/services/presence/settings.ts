@@ -88,10 +88,10 @@ export function presenceRecord(
   else {
     // A connection that closed while the user was invisible is not seen: neither its time nor
     // its grace window.
+    // (A settings message from a process of the release before has no visibleSince: none.)
+    const visibleSince = current.visibleSince ?? null;
     const closedAt =
-      live.closedAt !== null && (current.visibleSince === null || live.closedAt > current.visibleSince)
-        ? live.closedAt
-        : null;
+      live.closedAt !== null && (visibleSince === null || live.closedAt > visibleSince) ? live.closedAt : null;
     if (live.connected) lastSeen = now;
     else if (closedAt !== null && (lastSeen === null || closedAt > lastSeen)) lastSeen = closedAt;
     if (current.setting === "auto")
