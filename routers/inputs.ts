@@ -53,22 +53,6 @@ const integerIdError = (issue: { input?: unknown }) =>
     : "The :attribute field must be an integer.";
 
 /**
- * An integer id (a user id) sent in a body or a query: a number or a numeric string, 1 to
- * 2147483647 (PostgreSQL `integer`). Anything else is a 422 on the field. Every integer id
- * input uses this, or integerPathIdInput when the id is in the REST path.
- */
-export const integerIdInput = z
-  .union([z.number(), z.string().regex(DIGITS)], { error: integerIdError })
-  .transform(Number)
-  .pipe(
-    z
-      .number()
-      .min(1)
-      .max(MAX_INTEGER_ID)
-      .refine(Number.isInteger, { message: "The :attribute field must be an integer." }),
-  );
-
-/**
  * An integer from `min` to `max` in a body or a query, as Laravel's `integer` takes it: a number
  * or its digits. Anything else ("1e2", "0x10", true, [1], 1.5) is a 422 on the field, where the
  * REST door's coercion of plain number inputs would have read it as JavaScript's Number() does.
@@ -77,7 +61,16 @@ export const boundedIntegerInput = (min: number, max: number) =>
   z
     .union([z.number(), z.string().regex(DIGITS)], { error: integerIdError })
     .transform(Number)
-    .pipe(z.number().refine(Number.isInteger, { message: "The :attribute field must be an integer." }).min(min).max(max));
+    .pipe(
+      z.number().min(min).max(max).refine(Number.isInteger, { message: "The :attribute field must be an integer." }),
+    );
+
+/**
+ * An integer id (a user id) sent in a body or a query: a number or a numeric string, 1 to
+ * 2147483647 (PostgreSQL `integer`). Anything else is a 422 on the field. Every integer id
+ * input uses this, or integerPathIdInput when the id is in the REST path.
+ */
+export const integerIdInput = boundedIntegerInput(1, MAX_INTEGER_ID);
 
 /** No user (no row of any integer key) has id 0: ids start at 1. */
 const NO_SUCH_ID = 0;
